@@ -1,0 +1,163 @@
+"""Strict JSON: a Go-compatible canonical encoder and a decoder that refuses ambiguity.
+
+The encoder reproduces Go's ``encoding/json.Marshal`` (HTML-safe escaping, raw non-ASCII UTF-8,
+struct field order = the insertion order of the dicts it is given) and ``MarshalIndent`` with a
+two-space indent.  Callers build dicts in wire order; nothing here sorts keys.
+
+The decoder is the only place that parses untrusted JSON.  It refuses what Python's ``json``
+quietly accepts (hn-memory-v0.md §26, security-tests.md §1.2): a BOM, invalid UTF-8, encoded or
+escaped lone surrogates, ``NaN``/``Infinity``, floats where integers are expected, duplicate keys,
+trailing bytes, oversized integers and runaway nesting.  Every failure is one
+:class:`~palimpsest.errors.InvalidInput` with code ``invalid-json``.
+
+This module does not validate schemas; callers check fields.  It keeps no state.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from palimpsest.errors import InvalidInput
+
+JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
+
+_MAX_INT_DIGITS = 20  # uint64 has 20 decimal digits; anything longer is refused before int()
+_HTML_SAFE = str.maketrans(
+    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+)
+_BOM = b"\xef\xbb\xbf"
+
+
+def _refuse(reason: str) -> InvalidInput:
+    return InvalidInput(f"invalid JSON: {reason}", code="invalid-json")
+
+
+def encode(value: JSONValue) -> bytes:
+    """Encode like Go ``json.Marshal``: compact, HTML-safe escapes, raw non-ASCII UTF-8.
+
+    Raises:
+        InvalidInput: the value holds a lone surrogate or a non-JSON type.
+    """
+    return _finish(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+
+
+def encode_indent(value: JSONValue) -> bytes:
+    """Encode like Go ``json.MarshalIndent(v, "", "  ")`` followed by one LF."""
+    text = json.dumps(value, ensure_ascii=False, indent=2, separators=(",", ": "), allow_nan=False)
+    return _finish(text) + b"\n"
+
+
+def encode_str(value: str) -> bytes:
+    """Encode one string as a Go JSON string literal (used for byte budgets)."""
+    return encode(value)
+
+
+def _finish(text: str) -> bytes:
+    # '<', '>', '&', U+2028 and U+2029 occur only inside string literals, so replacing them after
+    # encoding escapes exactly what Go escapes.
+    try:
+        return text.translate(_HTML_SAFE).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _refuse("a string holds a lone surrogate") from exc
+
+
+def _pairs(pairs: list[tuple[str, JSONValue]]) -> dict[str, JSONValue]:
+    out: dict[str, JSONValue] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _refuse(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> JSONValue:
+    raise _refuse(f"{name} is not JSON")
+
+
+def _no_float(text: str) -> JSONValue:
+    raise _refuse("only integers are allowed as numbers")
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        raise _refuse("integer out of range")
+    return int(text)
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs,
+    parse_constant=_no_constant,
+    parse_float=_no_float,
+    parse_int=_bounded_int,
+)
+
+
+def _check_surrogates(value: JSONValue) -> None:
+    # Escaped lone surrogates ("\ud800") survive json parsing as str; find them without
+    # recursion limits by walking an explicit stack.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise _refuse("lone surrogate in a string") from exc
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                stack.append(key)
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def decode(
+    data: bytes, *, max_bytes: int | None = None, trailing_whitespace: bool = False
+) -> JSONValue:
+    """Decode exactly one strict JSON value from ``data``.
+
+    ``trailing_whitespace`` lets a request file end with a newline; signed payloads never do.
+
+    Raises:
+        InvalidInput: code ``invalid-json`` for every refusal listed in the module docstring.
+    """
+    if max_bytes is not None and len(data) > max_bytes:
+        raise _refuse(f"input exceeds {max_bytes} bytes")
+    if data.startswith(_BOM):
+        raise _refuse("byte order mark is not allowed")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refuse("input is not valid UTF-8") from exc
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except InvalidInput:
+        raise
+    except json.JSONDecodeError as exc:
+        raise _refuse(f"{exc.msg} at byte offset {len(text[: exc.pos].encode('utf-8'))}") from exc
+    except RecursionError as exc:
+        raise _refuse("nesting is too deep") from exc
+    except ValueError as exc:  # int() limits and similar
+        raise _refuse(str(exc)) from exc
+    rest = text[end:]
+    if rest and not (trailing_whitespace and not rest.strip(" \t\r\n")):
+        raise _refuse("trailing data after the JSON value")
+    _check_surrogates(value)
+    return value
+
+
+def decode_canonical(data: bytes, *, max_bytes: int | None = None) -> JSONValue:
+    """Decode strictly and require that Go-style re-encoding reproduces ``data`` exactly.
+
+    Raises:
+        InvalidInput: ``invalid-json`` as for :func:`decode`; ``non-canonical`` when the bytes
+            are valid JSON but not in canonical form (whitespace, key order, escapes).
+    """
+    value = decode(data, max_bytes=max_bytes)
+    if encode(value) != data:
+        raise InvalidInput("JSON is not canonical", code="non-canonical")
+    return value
+
+
+__all__ = ["JSONValue", "decode", "decode_canonical", "encode", "encode_indent", "encode_str"]

@@ -1,0 +1,1 @@
+"""The ``pal`` command. Library code never imports this package."""

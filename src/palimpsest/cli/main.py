@@ -1,0 +1,78 @@
+"""Entry point of ``pal``: a click group whose subcommands load lazily.
+
+Start-up time matters (one ``pal memory record`` must finish, process start to exit, well under a
+third of a second), so a command group's module is imported only when that group is invoked:
+``pal memory record`` never imports the HTTP service or the MCP SDK.
+
+Every :class:`~palimpsest.errors.PalError` becomes ``pal: <message>`` on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any
+
+import click
+
+from palimpsest.errors import PalError
+
+# name -> "module:attribute" of a click command or group; add a line to add a command group.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "id": ("palimpsest.cli.identity_cmd", "Manage the Ed25519 identity that signs memories."),
+    "memory": ("palimpsest.cli.memory_cmd", "Record, correct and read repository memory."),
+    "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group that imports each subcommand's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module = importlib.import_module(entry[0])
+        command = getattr(module, "command", None)
+        return command if isinstance(command, click.Command) else None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="palimpsest", prog_name="pal")
+def cli() -> None:
+    """Palimpsest: signed, reviewable memory for AI agents."""
+
+
+def fail(message: str) -> None:
+    """Print ``pal: <message>`` (one line, no control bytes) to stderr and exit 1."""
+    from palimpsest.text import safe_line
+
+    click.echo(f"pal: {safe_line(message)}", err=True)
+    sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Run ``pal``; every failure, usage errors included, exits 1 with one line on stderr."""
+    try:
+        return cli.main(args=argv, prog_name="pal", standalone_mode=False)
+    except PalError as exc:
+        fail(exc.diagnostics())
+    except click.exceptions.Abort:
+        fail("aborted")
+    except click.ClickException as exc:
+        fail(exc.format_message())
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    return None
+
+
+if __name__ == "__main__":
+    main()
