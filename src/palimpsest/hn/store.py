@@ -218,6 +218,29 @@ def _lookup_commit(repo: pygit2.Repository, oid: Any, ref: str) -> pygit2.Commit
     return obj  # type: ignore[return-value]
 
 
+def _verify_chain(
+    repo: pygit2.Repository,
+    ref: MemoryRef,
+    chain: list[pygit2.Commit],
+    first_position: int,
+    previous: str,
+) -> tuple[VerifiedMemory, ...]:
+    """Check each commit (tree, payload, signature) and the continuity rules of §11."""
+    out: list[VerifiedMemory] = []
+    for position, commit in enumerate(chain, start=first_position):
+        hexid = str(commit.id)
+        payload, signature, envelope = _memory_at(repo, commit, ref.name, hexid)
+        if envelope.actor != ref.actor or envelope.stream != ref.stream:
+            raise _corrupt(ref.name, hexid, "actor or stream does not match the ref owner")
+        if envelope.sequence != position:
+            raise _corrupt(ref.name, hexid, f"sequence {envelope.sequence} at position {position}")
+        if envelope.previous != previous:
+            raise _corrupt(ref.name, hexid, "previous does not name the preceding memory")
+        previous = memory_id(payload)
+        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, ref.name))
+    return tuple(out)
+
+
 def load_stream(
     repo: pygit2.Repository, ref: MemoryRef, *, max_entries: int | None = None
 ) -> tuple[VerifiedMemory, ...]:
@@ -242,20 +265,34 @@ def load_stream(
             raise _corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
         oid = parents[0]
     chain.reverse()
-    out: list[VerifiedMemory] = []
-    previous = ""
-    for position, commit in enumerate(chain, start=1):
-        hexid = str(commit.id)
-        payload, signature, envelope = _memory_at(repo, commit, ref.name, hexid)
-        if envelope.actor != ref.actor or envelope.stream != ref.stream:
-            raise _corrupt(ref.name, hexid, "actor or stream does not match the ref owner")
-        if envelope.sequence != position:
-            raise _corrupt(ref.name, hexid, f"sequence {envelope.sequence} at position {position}")
-        if envelope.previous != previous:
-            raise _corrupt(ref.name, hexid, "previous does not name the preceding memory")
-        previous = memory_id(payload)
-        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, ref.name))
-    return tuple(out)
+    return _verify_chain(repo, ref, chain, 1, "")
+
+
+def load_stream_since(
+    repo: pygit2.Repository, ref: MemoryRef, known_head: str, known_count: int, known_last: str
+) -> tuple[VerifiedMemory, ...] | None:
+    """Verify only the commits a stream gained since ``known_head`` (the incremental index).
+
+    ``known_count`` and ``known_last`` are the sequence and memory ID of ``known_head``, taken
+    from an earlier full verification.  Returns the new memories in sequence order, or None when
+    ``known_head`` is not an ancestor of the ref head (the stream was rewritten: verify it all).
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` as :func:`load_stream` does.
+    """
+    chain: list[pygit2.Commit] = []
+    oid: Any = pygit2.Oid(hex=ref.head)
+    while str(oid) != known_head:
+        commit = _lookup_commit(repo, oid, ref.name)
+        chain.append(commit)
+        parents = commit.parent_ids
+        if not parents:
+            return None
+        if len(parents) > 1:
+            raise _corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
+        oid = parents[0]
+    chain.reverse()
+    return _verify_chain(repo, ref, chain, known_count + 1, known_last)
 
 
 def collect_from(
@@ -372,13 +409,13 @@ def write_memory_objects(
     return str(oid)
 
 
-def compare_and_swap(
-    repo: pygit2.Repository, ref: str, new: str, expected: str | None, *, who: pygit2.Signature
-) -> None:
+def compare_and_swap(repo: pygit2.Repository, ref: str, new: str, expected: str | None) -> None:
     """Move ``ref`` to ``new`` only if it still points at ``expected`` (absent when None).
 
     The ref is locked (libgit2 reference transaction, the same ``.lock`` file Git uses), its
-    current target is read under the lock and compared, and only then written.
+    current target is read under the lock and compared, and only then written.  No reflog
+    identity is passed: Git logs ``refs/hn/*`` only with ``core.logAllRefUpdates=always``, and
+    libgit2 then falls back to the configured or an "unknown" identity.
 
     Raises:
         Conflict: ``cas-failed`` — another writer got there first; nothing was written.
@@ -390,7 +427,7 @@ def compare_and_swap(
             current_target = None if current is None else str(current.target)
             if current_target != expected:
                 raise Conflict(CAS_FAILED, code="cas-failed")
-            txn.set_target(ref, pygit2.Oid(hex=new), signature=who, message="hn: append memory")
+            txn.set_target(ref, pygit2.Oid(hex=new), message="hn: append memory")
     except pygit2.GitError as exc:  # the lock is held by a concurrent writer
         raise Conflict(CAS_FAILED, code="cas-failed") from exc
 
@@ -418,11 +455,7 @@ def append_memory(
         timestamp=envelope.timestamp,
         parent=head.head,
     )
-    when, offset = commit_time(envelope.timestamp)
-    who = pygit2.Signature(
-        ident_name(envelope.actor_name), f"{envelope.actor[:12]}@hn.invalid", when, offset
-    )
-    compare_and_swap(repo, head.ref, commit, head.head, who=who)
+    compare_and_swap(repo, head.ref, commit, head.head)
     return commit
 
 
@@ -540,6 +573,7 @@ __all__ = [
     "ident_name",
     "list_memory_refs",
     "load_stream",
+    "load_stream_since",
     "local_ref_name",
     "open_repository",
     "parse_memory_ref",
