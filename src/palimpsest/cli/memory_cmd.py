@@ -349,3 +349,10 @@ def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
         _out_json(show_json(found, result))
     else:
         click.echo(show_human(found, result), nl=False)
+
+
+# recall, grep and index live in their own module (issue 3); registered here, loaded lazily.
+from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402
+
+for _read_command in _READ_COMMANDS:
+    command.add_command(_read_command)
