@@ -517,7 +517,7 @@ def push_ref(git_dir: Path, url: str, ref: str) -> tuple[str, str]:
     Status is ``published``, ``up-to-date`` or ``rejected``.
     """
     done = run_git(
-        ["push", "--porcelain", "--no-verify", "--quiet", "--", url, f"{ref}:{ref}"],
+        ["push", "--porcelain", "--no-verify", "--", url, f"{ref}:{ref}"],
         git_dir=git_dir,
         check=False,
     )
