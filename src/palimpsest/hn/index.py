@@ -357,18 +357,38 @@ def _policy_at(repo: pygit2.Repository, commit: str) -> PolicyContext:
     return policy_context(commit, store.policy_blob(repo, commit))
 
 
+def _missing_object(exc: Exception) -> Unavailable:
+    return Unavailable(
+        f"a Git object needed to read memory is not available locally ({exc})",
+        code="object-unavailable",
+        hint="in a partial clone fetch the memory refs and their objects explicitly; "
+        "pal never fetches lazily (reads go through libgit2, which has no promisor support)",
+    )
+
+
 def open_index(
     repo: pygit2.Repository, context: IndexContext, *, rebuild: bool = False
 ) -> MemoryIndex:
     """Open the index for ``context``, bringing it up to date with the refs first.
 
     Missing, damaged, foreign-format or other-context indexes are rebuilt from Git; moved stream
-    heads are applied incrementally.
+    heads are applied incrementally.  Reads never fetch: in a partial clone a missing object is
+    an error, whatever ``GIT_NO_LAZY_FETCH`` says.
 
     Raises:
-        Unavailable: ``index-unsafe`` when a path is a symlink or not ours.
+        Unavailable: ``index-unsafe`` when a path is a symlink or not ours;
+            ``object-unavailable`` when a needed Git object is missing locally.
         InvalidInput: a memory stream or the policy is invalid (fail closed).
     """
+    try:
+        return _open_index(repo, context, rebuild=rebuild)
+    except (KeyError, pygit2.GitError) as exc:
+        raise _missing_object(exc) from exc
+
+
+def _open_index(
+    repo: pygit2.Repository, context: IndexContext, *, rebuild: bool = False
+) -> MemoryIndex:
     directory = index_dir(repo)
     path = directory / INDEX_NAME
     key = _load_key(directory)
@@ -706,6 +726,14 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
 
 
 def verify_index(repo: pygit2.Repository) -> IndexState:
+    """Re-derive the index and compare it with the file (see :func:`_verify_index`)."""
+    try:
+        return _verify_index(repo)
+    except (KeyError, pygit2.GitError) as exc:
+        raise _missing_object(exc) from exc
+
+
+def _verify_index(repo: pygit2.Repository) -> IndexState:
     """Re-derive the index (at the context it was built for) and compare it with the file.
 
     §19.4: a difference is ``stale``; a file that is not ours is ``corrupt``.
