@@ -41,7 +41,9 @@ def unpack_fixture(target: Path, home: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(repo)], check=True, env=env)
     bundle = str(INTEROP / "fixture.bundle")
     run = ["git", "-C", str(repo)]
-    subprocess.run([*run, "fetch", "-q", "--update-head-ok", bundle, "refs/*:refs/*"], check=True, env=env)
+    subprocess.run(
+        [*run, "fetch", "-q", "--update-head-ok", bundle, "refs/*:refs/*"], check=True, env=env
+    )
     subprocess.run([*run, "symbolic-ref", "HEAD", "refs/heads/main"], check=True, env=env)
     subprocess.run([*run, "reset", "-q", "--hard"], check=True, env=env)
     return repo

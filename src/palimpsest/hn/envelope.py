@@ -69,8 +69,12 @@ def _bad(message: str, code: str = "invalid-memory") -> InvalidInput:
 
 
 def blen(text: str) -> int:
-    """UTF-8 byte length (every bound in the protocol counts bytes)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+    """UTF-8 byte length (every bound in the protocol counts bytes).
+
+    ``surrogatepass`` keeps a lone surrogate from raising here; the canonical re-encoding in
+    :func:`decode_envelope` refuses it.
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 # ------------------------------------------------------------------------- model
@@ -236,7 +240,7 @@ def _obj(value: Any, allowed: frozenset[str], where: str) -> dict[str, Any]:
         raise _bad(f"{where} must be an object")
     extra = value.keys() - allowed
     if extra:
-        raise _bad(f"unknown field in {where}: {sorted(extra)[0][:64]!r}")
+        raise _bad(f"unknown field in {where}")  # the name is author data: never echoed
     return value
 
 
