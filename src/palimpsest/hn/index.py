@@ -316,14 +316,24 @@ class MemoryIndex:
 
     # -------------------------------------------------------------- row integrity
 
-    def row_valid(self, row_id: str, json_bytes: bytes, deps: bytes, mac: str) -> bool:
-        """Check the per-row HMAC over the row's ID, JSON and dependencies."""
-        return hmac.compare_digest(_row_mac(self.key, row_id, json_bytes, deps), mac)
+    def row_valid(self, values: Sequence[Any], mac: str) -> bool:
+        """Check the per-row HMAC over every other column of the row (:data:`ROW_COLUMNS`)."""
+        return hmac.compare_digest(_row_mac(self.key, values), mac)
 
 
-def _row_mac(key: bytes, row_id: str, json_bytes: bytes, deps: bytes) -> str:
+# Every column of ``rows`` but ``mac``, in table order: the HMAC covers all of them, so a
+# returned row whose filter columns or JSON were edited is detected.
+ROW_COLUMNS = (
+    "id", "actor", "kind", "lifecycle", "lifecycle_rank", "trust", "applicability", "evidence",
+    "timestamp", "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
+    "search_units", "json", "deps",
+)  # fmt: skip
+
+
+def _row_mac(key: bytes, values: Sequence[Any]) -> str:
     mac = hmac.new(key, digestmod=hashlib.sha256)
-    for part in (row_id.encode(), json_bytes, deps):
+    for value in values:
+        part = value if isinstance(value, bytes) else str(value).encode("utf-8")
         mac.update(struct.pack(">Q", len(part)))
         mac.update(part)
     return mac.hexdigest()
@@ -526,38 +536,40 @@ def _store_envelopes(conn: sqlite3.Connection, memories: Iterable[VerifiedMemory
     return added
 
 
+def row_values(row: Row) -> tuple[Any, ...]:
+    """The stored columns of a projected row, in :data:`ROW_COLUMNS` order."""
+    record = recall_record(row)
+    data = record["data"]
+    units = sum(len(value.encode("utf-8")) + 1 for _, value in search_fields(data))
+    return (
+        row.id,
+        row.actor,
+        row.kind,
+        row.lifecycle,
+        LIFECYCLE_RANK.get(row.lifecycle, 9),
+        row.trust,
+        row.applicability,
+        row.evidence,
+        row.timestamp,
+        row.anchor.subject,
+        row.record.applicability.subject,
+        len(encode(row.record.content)),
+        len(encode(data)),
+        units,
+        encode(record),
+        encode([dependency_wire(d) for d in row.dependencies]),
+    )
+
+
 def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> None:
     for row in rows:
         if not fresh:
             for table in ("rows", "topics", "paths", "tokens", "evidence_refs"):
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
-        record = recall_record(row)
-        json_bytes = encode(record)
-        deps = encode([dependency_wire(d) for d in row.dependencies])
-        data = record["data"]
-        fields = search_fields(data)
-        units = sum(len(v.encode("utf-8")) + 1 for _, v in fields)
+        values = row_values(row)
         conn.execute(
             "INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                row.id,
-                row.actor,
-                row.kind,
-                row.lifecycle,
-                LIFECYCLE_RANK.get(row.lifecycle, 9),
-                row.trust,
-                row.applicability,
-                row.evidence,
-                row.timestamp,
-                row.anchor.subject,
-                row.record.applicability.subject,
-                len(encode(row.record.content)),
-                len(encode(data)),
-                units,
-                json_bytes,
-                deps,
-                _row_mac(key, row.id, json_bytes, deps),
-            ),
+            (*values, _row_mac(key, values)),
         )
         conn.executemany(
             "INSERT OR IGNORE INTO topics VALUES (?, ?)", [(row.id, t) for t in row.record.topics]
@@ -777,15 +789,15 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
             subject=context.subject,
             path=context.path,
         )
+        columns = ", ".join(ROW_COLUMNS)
         stored = {
-            str(i): (bytes(j), bytes(d), str(m))
-            for i, j, d, m in conn.execute("SELECT id, json, deps, mac FROM rows")
+            str(values[0]): (tuple(values), str(mac))
+            for *values, mac in conn.execute(f"SELECT {columns}, mac FROM rows")  # noqa: S608
         }
         expected = {}
         for row in projection.rows:
-            json_bytes = encode(recall_record(row))
-            deps = encode([dependency_wire(d) for d in row.dependencies])
-            expected[row.id] = (json_bytes, deps, _row_mac(key, row.id, json_bytes, deps))
+            values = row_values(row)
+            expected[row.id] = (values, _row_mac(key, values))
         if stored != expected:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
@@ -800,12 +812,14 @@ __all__ = [
     "FORMAT",
     "INDEX_NAME",
     "LIFECYCLE_RANK",
+    "ROW_COLUMNS",
     "IndexContext",
     "IndexState",
     "MemoryIndex",
     "index_dir",
     "open_index",
     "recall_record",
+    "row_values",
     "search_fields",
     "source_fingerprint",
     "verify_index",

@@ -11,19 +11,47 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.hn.index import LIFECYCLE_RANK, MemoryIndex
+from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, MemoryIndex
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One eligible record, in recall order."""
+    """One eligible row in recall order: every stored column plus its HMAC."""
 
-    id: str
-    content_bytes: int
-    data_bytes: int
-    json: bytes
-    deps: bytes
+    values: tuple[Any, ...]  # ROW_COLUMNS order
     mac: str
+
+    @property
+    def id(self) -> str:
+        """The memory ID."""
+        return str(self.values[0])
+
+    @property
+    def content_bytes(self) -> int:
+        """Length of the JSON encoding of ``data.content`` (recall's budget)."""
+        return int(self.values[_CONTENT])
+
+    @property
+    def data_bytes(self) -> int:
+        """Length of the JSON encoding of the whole ``data`` object (grep's budget)."""
+        return int(self.values[_DATA])
+
+    @property
+    def json(self) -> bytes:
+        """The exact recall JSON of the record."""
+        return bytes(self.values[_JSON])
+
+    @property
+    def deps(self) -> bytes:
+        """The JSON list of the row's missing dependencies."""
+        return bytes(self.values[_DEPS])
+
+
+_CONTENT = ROW_COLUMNS.index("content_bytes")
+_DATA = ROW_COLUMNS.index("data_bytes")
+_JSON = ROW_COLUMNS.index("json")
+_DEPS = ROW_COLUMNS.index("deps")
+_COLUMNS = ", ".join(ROW_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,14 +160,12 @@ def candidates(
             " (timestamp < ? OR (timestamp = ? AND id > ?))))"
         )
         args += [rank, rank, stamp, stamp, mid]
-    sql = f"SELECT id, content_bytes, data_bytes, json, deps, mac FROM rows WHERE {where} {_ORDER}"  # noqa: S608
+    sql = f"SELECT {_COLUMNS}, mac FROM rows WHERE {where} {_ORDER}"  # noqa: S608
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
-    for mid, content_bytes, data_bytes, json_bytes, deps, mac in index.conn.execute(sql, args):
-        yield Candidate(
-            str(mid), int(content_bytes), int(data_bytes), bytes(json_bytes), bytes(deps), str(mac)
-        )
+    for *values, mac in index.conn.execute(sql, args):
+        yield Candidate(tuple(values), str(mac))
 
 
 __all__ = [

@@ -125,7 +125,7 @@ class _Tampered(Exception):
 
 
 def _checked(index: MemoryIndex, cand: Candidate) -> Candidate:
-    if not index.row_valid(cand.id, cand.json, cand.deps, cand.mac):
+    if not index.row_valid(cand.values, cand.mac):
         raise _Tampered(cand.id)
     return cand
 
