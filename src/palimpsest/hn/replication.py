@@ -25,25 +25,28 @@ and proposal selectors import nothing and are reported as ``not-replicated``.
 
 from __future__ import annotations
 
-import fcntl
-import os
-import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pygit2
 
-from palimpsest import canonical
-from palimpsest.errors import Conflict, InvalidInput, PalError
+from palimpsest.errors import Conflict, InvalidInput
 from palimpsest.hn import replication_git as rgit
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
+from palimpsest.hn.replication_report import (
+    FAILED,
+    Dependency,
+    PublishOutcome,
+    SelectorNote,
+    StreamOutcome,
+    SyncReport,
+    redact_url,
+)
 from palimpsest.hn.replication_selection import (
     Selection,
     ensure_private_dir,
@@ -54,153 +57,20 @@ from palimpsest.hn.replication_selection import (
     selections_dir,
     validate_remote,
 )
-
-KILL_ENV = "PAL_TEST_SYNC_KILL_AT"
-PHASES = (
-    "locked",  # lock held, leftovers cleaned
-    "advertised",  # remote refs listed
-    "quarantined",  # fresh quarantine repository created
-    "fetched",  # selected streams fetched into quarantine
-    "measured",  # budgets checked
-    "validated",  # reader + projection checks done
-    "recorded",  # pending transaction record written
-    "copied",  # objects of promotable streams copied into the main store
-    "prepared",  # ref transaction prepared (locks held), not committed
-    "committed",  # ref transaction committed, quarantine not yet removed
-    "published",  # local memory refs pushed
+from palimpsest.hn.replication_txn import (
+    KILL_ENV,
+    PHASES,
+    checkpoint,
+    recover_leftovers,
+    sync_lock,
+    transaction_doc,
+    transactions_dir,
+    write_private,
 )
-FAILED = ("over-budget", "structurally-invalid", "dependency-missing", "relationship-invalid")
 
 Progress = Callable[[str, int, int], None]
-
-
-def checkpoint(phase: str) -> None:
-    """Test hook: SIGKILL this process when ``PAL_TEST_SYNC_KILL_AT`` names ``phase``."""
-    if os.environ.get(KILL_ENV) == phase:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-@dataclass(frozen=True, slots=True)
-class Dependency:
-    """A missing dependency that kept a stream out (§20.2)."""
-
-    kind: str
-    missing_id: str
-    owner_memory_id: str
-    owner_stream: str
-    required_selectors: tuple[str, ...]
-    required_ref: str
-    recovery: str
-
-    def to_json(self) -> dict[str, Any]:
-        """Wire form."""
-        return {
-            "dependencyKind": self.kind,
-            "missingId": self.missing_id,
-            "ownerMemoryId": self.owner_memory_id,
-            "ownerStream": self.owner_stream,
-            "requiredSelectors": list(self.required_selectors),
-            "requiredRef": self.required_ref,
-            "recovery": self.recovery,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class StreamOutcome:
-    """The final outcome of one selected (or discovered) memory stream."""
-
-    stream: str
-    actor: str
-    status: str
-    diagnostic: str = ""
-    remote_head: str = ""
-    accepted_ref: str = ""
-    previous_head: str = ""
-    unchanged: bool = False
-    measurement: rgit.Measurement | None = None
-    dependency: Dependency | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        """Wire form."""
-        return {
-            "stream": self.stream,
-            "actor": self.actor,
-            "status": self.status,
-            "diagnostic": self.diagnostic,
-            "remoteHead": self.remote_head,
-            "acceptedRef": self.accepted_ref,
-            "previousHead": self.previous_head,
-            "unchanged": self.unchanged,
-            "measurement": self.measurement.to_json() if self.measurement else None,
-            "dependency": self.dependency.to_json() if self.dependency else None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class SelectorNote:
-    """An actor or proposal selector: reported, never imported as memory."""
-
-    kind: str
-    id: str
-    status: str
-    diagnostic: str
-
-    def to_json(self) -> dict[str, Any]:
-        """Wire form."""
-        return {"kind": self.kind, "id": self.id, "status": self.status,
-                "diagnostic": self.diagnostic}  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class PublishOutcome:
-    """The push of one local memory ref."""
-
-    ref: str
-    status: str  # published, up-to-date, rejected, invalid-local
-    diagnostic: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """Wire form."""
-        return {"ref": self.ref, "status": self.status, "diagnostic": self.diagnostic}
-
-
-@dataclass(frozen=True, slots=True)
-class SyncReport:
-    """Everything one sync did, in a stable order."""
-
-    remote: str
-    url: str
-    implicit_selection: bool
-    transaction: str
-    recovered: tuple[str, ...]
-    memories: tuple[StreamOutcome, ...]
-    selectors: tuple[SelectorNote, ...]
-    malformed_refs: tuple[str, ...]
-    published: tuple[PublishOutcome, ...]
-    shallow_recovered: tuple[str, ...] = ()
-
-    @property
-    def failed(self) -> bool:
-        """True when a stream failed or a publication was rejected."""
-        return any(item.status in FAILED for item in self.memories) or any(
-            item.status in ("rejected", "invalid-local") for item in self.published
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """Wire form (``pal sync --json``)."""
-        return {
-            "version": 0,
-            "remote": self.remote,
-            "url": self.url,
-            "implicitSelection": self.implicit_selection,
-            "transaction": self.transaction,
-            "recovered": list(self.recovered),
-            "memories": [item.to_json() for item in self.memories],
-            "selectors": [item.to_json() for item in self.selectors],
-            "malformedRefs": list(self.malformed_refs),
-            "published": [item.to_json() for item in self.published],
-            "shallowRecovered": list(self.shallow_recovered),
-        }
+# Missing objects of the project's own history, which --recover-shallow may fetch exactly.
+_COMMIT_DEPENDENCIES = frozenset(("anchor-commit", "evidence-git"))
 
 
 @dataclass(slots=True)
@@ -216,6 +86,7 @@ class _Work:
     memories: tuple[VerifiedMemory, ...] = ()
     dependency: Dependency | None = None
     unchanged: bool = False
+    missing_commits: set[str] = field(default_factory=set)  # anchors / git evidence not here
 
     def fail(self, status: str, diagnostic: str) -> None:
         self.status = status
@@ -234,101 +105,6 @@ class _Work:
             measurement=self.measurement,
             dependency=self.dependency,
         )
-
-
-def redact_url(url: str) -> str:
-    """Drop any user information (credentials) from a URL before it is reported."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<unparseable url>"
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-@contextmanager
-def sync_lock(git_dir: Path) -> Iterator[None]:
-    """Hold ``<git-dir>/hn/replication/sync.lock`` exclusively (released if the process dies).
-
-    Raises:
-        Conflict: code ``sync-running`` when another sync holds it.
-    """
-    directory = rgit.replication_dir(git_dir)
-    ensure_private_dir(directory)
-    fd = os.open(directory / "sync.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            raise Conflict(
-                "another sync is running in this repository",
-                code="sync-running",
-                hint="wait for it to finish, then run pal sync again",
-            ) from exc
-        yield
-    finally:
-        os.close(fd)
-
-
-def _transactions_dir(git_dir: Path) -> Path:
-    return rgit.replication_dir(git_dir) / "transactions"
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
-def _transaction_doc(txn: str, remote: str, status: str,
-                     updates: list[rgit.RefUpdate]) -> bytes:  # fmt: skip
-    return canonical.encode_indent(
-        {
-            "version": 1,
-            "transaction": txn,
-            "remote": remote,
-            "status": status,
-            "updates": [{"ref": u.ref, "old": u.old, "new": u.new} for u in updates],
-        }
-    )
-
-
-def recover_leftovers(git_dir: Path) -> list[str]:
-    """Clean what an interrupted sync left behind; return a line per thing recovered.
-
-    Quarantines are deleted (they never hold accepted data).  A pending transaction record is
-    settled by looking at the refs: Git's transaction is all-or-nothing, so the refs either all
-    hold the new heads (committed) or none does (aborted).
-    """
-    notes = [f"removed quarantine {name}" for name in rgit.remove_quarantines(git_dir)]
-    directory = _transactions_dir(git_dir)
-    if not directory.is_dir():
-        return notes
-    for path in sorted(directory.glob("*.json")):
-        try:
-            doc = canonical.decode(path.read_bytes(), trailing_whitespace=True)
-            if not isinstance(doc, dict) or doc.get("status") != "pending":
-                continue
-            updates = [
-                rgit.RefUpdate(ref=u["ref"], new=u["new"], old=u["old"]) for u in doc["updates"]
-            ]
-            heads = [rgit.resolve_ref(git_dir, u.ref) for u in updates]
-            done = all(h == u.new for h, u in zip(heads, updates, strict=True))
-            status = "committed" if done else "aborted"
-            _write_private(path, _transaction_doc(str(doc["transaction"]), str(doc["remote"]),
-                                                  status, updates))  # fmt: skip
-            notes.append(f"transaction {doc['transaction']} was {status}")
-        except (PalError, KeyError, TypeError, OSError):
-            path.unlink()
-            notes.append(f"removed unreadable transaction record {path.name}")
-    return notes
 
 
 def _accepted_prefix(remote: str) -> str:
@@ -459,17 +235,21 @@ def _check_relationships(
                 changed = True
         for dep in projection.missing_dependencies:
             hit = live_ids.get(dep.owner_id)
-            if hit is None or hit.status != "promotable":
+            if hit is None:
+                continue
+            if dep.kind in _COMMIT_DEPENDENCIES:
+                hit.missing_commits.add(dep.missing_id)
+            if hit.status != "promotable":
                 continue
             supplier = stream_of.get(owner_of.get(dep.missing_id, ""))
             selectors = (supplier.item.stream,) if supplier else ()
             required_ref = supplier.accepted_ref if supplier else ""
             recovery = (
                 "run pal sync --recover-shallow after saving an exact selection"
-                if dep.kind in ("anchor-commit", "evidence-git")
+                if dep.kind in _COMMIT_DEPENDENCIES
                 else "select and sync the stream that holds the missing memory"
             )
-            hit.dependency = Dependency(
+            hit.dependency = hit.dependency or Dependency(
                 kind=dep.kind,
                 missing_id=dep.missing_id,
                 owner_memory_id=dep.owner_id,
@@ -517,8 +297,7 @@ def _select_streams(
 
 def _selector_notes(selection: Selection) -> list[SelectorNote]:
     why = (
-        "selects hn/0 collaboration refs, which Palimpsest does not replicate; "
-        "it imports no memory"
+        "selects hn/0 collaboration refs, which Palimpsest does not replicate; it imports no memory"
     )
     notes = [SelectorNote("actor", a, "not-replicated", why) for a in selection.actors or ()]
     notes += [SelectorNote("proposal", p, "not-replicated", why)
@@ -571,13 +350,19 @@ def sync(
                     for w in work:
                         if w.status == "dependency-missing" and w.memories:
                             w.status, w.diagnostic, w.dependency = "promotable", "", None
+                            w.missing_commits.clear()
+                    # fresh handles: the main store just received the recovered commits
+                    main_repo = pygit2.Repository(str(git_dir))
                     quarantine_repo = pygit2.Repository(str(quarantine.path))
                     _check_relationships(quarantine_repo, main_repo,
                                          _load_base(main_repo, {w.accepted_ref for w in work}),
                                          [w for w in work if w.memories], remote)  # fmt: skip
                 if saved_selection_bytes(git_dir, remote) != saved:
-                    raise Conflict("the saved selection changed during recovery",
-                                   code="selection-changed", hint="run the command again")
+                    raise Conflict(
+                        "the saved selection changed during recovery",
+                        code="selection-changed",
+                        hint="run the command again",
+                    )
             checkpoint("validated")
             _promote(git_dir, quarantine, work, remote, main_repo)
         finally:
@@ -656,11 +441,11 @@ def _promote(
     ready = [w for w in work if w.status == "promotable"]
     updates = [rgit.RefUpdate(ref=w.accepted_ref, new=w.item.oid, old=w.previous_head)
                for w in ready]  # fmt: skip
-    directory = _transactions_dir(git_dir)
+    directory = transactions_dir(git_dir)
     ensure_private_dir(directory)
     record = directory / f"{quarantine.txn}.json"
     if updates:
-        _write_private(record, _transaction_doc(quarantine.txn, remote, "pending", updates))
+        write_private(record, transaction_doc(quarantine.txn, remote, "pending", updates))
     checkpoint("recorded")
     rgit.copy_objects(git_dir, quarantine, [quarantine.ref(w.item.actor, w.item.stream_hex)
                                             for w in ready])  # fmt: skip
@@ -674,7 +459,7 @@ def _promote(
         before_commit=lambda: checkpoint("prepared"),
     )
     if updates:
-        _write_private(record, _transaction_doc(quarantine.txn, remote, "committed", updates))
+        write_private(record, transaction_doc(quarantine.txn, remote, "committed", updates))
     for w in ready:
         w.status = "promoted"
     checkpoint("committed")
@@ -718,14 +503,12 @@ def _check_shallow_request(git_dir: Path, selection: Selection) -> None:
 
 
 def _recover_shallow(git_dir: Path, url: str, work: list[_Work]) -> list[str]:
-    """Fetch exactly the commits selected streams are missing (anchors, git evidence) with
-    depth 1; nothing else is deepened and the repository stays shallow."""
-    wanted = sorted({
-        w.dependency.missing_id
-        for w in work
-        if w.status == "dependency-missing" and w.dependency is not None
-        and w.dependency.kind in ("anchor-commit", "evidence-git")
-    })  # fmt: skip
+    """Fetch exactly the commits the selected streams are missing (anchors, git evidence) with
+    depth 1; nothing else is deepened and the repository stays shallow.  Returns the IDs
+    recovered."""
+    wanted = sorted(
+        {oid for w in work if w.status == "dependency-missing" for oid in w.missing_commits}
+    )
     return [oid for oid in wanted if rgit.fetch_exact_shallow(git_dir, url, oid) is None]
 
 
