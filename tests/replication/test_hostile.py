@@ -12,6 +12,7 @@ from palimpsest.hn import replication
 from palimpsest.hn.envelope import default_stream
 from palimpsest.hn.replication_selection import Budgets, build_selection, save_selection
 from tests.adversarial.replication import builder
+from tests.replication.gitserve import serve_git
 from tests.replication.helpers import accepted_ref, clone, git, refs
 
 
@@ -119,3 +120,22 @@ def test_attachment_budget_refuses_before_validation(tmp_path: Path) -> None:
     alice = next(i for i in report.memories if i.actor == builder.ALICE.actor)
     assert alice.status == "over-budget" and "attachment bytes" in alice.diagnostic
     assert alice.measurement is not None and alice.measurement.attachment_bytes == 64
+
+
+@pytest.mark.parametrize("case", ["forged-signature", "foreign-supersede", "over-budget"])
+def test_hostile_stream_over_smart_http(tmp_path: Path, case: str) -> None:
+    root = tmp_path / "served"
+    root.mkdir()
+    remote = builder.CASES[case](root / "hostile.git")
+    with serve_git(root) as (base, log):
+        work = clone(f"{base}/hostile.git", tmp_path / "clone")
+        if remote.budgets:
+            save_selection(work / ".git", build_selection(
+                "origin", all_streams=True, budgets=Budgets(**remote.budgets)))  # fmt: skip
+        report = replication.sync(work, "origin")
+    assert {item.stream: item.status for item in report.memories} == remote.expected
+    assert any(line.startswith("POST /hostile.git/git-upload-pack") for line in log)
+    carol = default_stream(builder.CAROL.actor)
+    assert list(refs(work, "refs/hn/remotes/")) == [
+        accepted_ref("origin", builder.CAROL.actor, carol)
+    ]

@@ -149,6 +149,8 @@ def _validate(
     work: list[_Work],
     remote: str,
     progress: Progress | None,
+    *,
+    max_events: int,
 ) -> None:
     """Structural checks per stream, then relationship checks over accepted ∪ candidates."""
     candidates = [w for w in work if w.status == "fetched"]
@@ -163,7 +165,7 @@ def _validate(
             head=w.item.oid,
         )
         try:
-            w.memories = store.load_stream(quarantine_repo, ref)
+            w.memories = store.load_stream(quarantine_repo, ref, max_entries=max_events)
         except InvalidInput as exc:
             w.fail("structurally-invalid", exc.message)
             continue
@@ -343,7 +345,8 @@ def sync(
             _fetch_and_measure(quarantine, url, work, selection, progress,
                                full_history=recover_shallow)  # fmt: skip
             quarantine_repo = pygit2.Repository(str(quarantine.path))
-            _validate(quarantine_repo, main_repo, work, remote, progress)
+            _validate(quarantine_repo, main_repo, work, remote, progress,
+                      max_events=selection.budgets.max_events)  # fmt: skip
             if recover_shallow:
                 shallow_notes = _recover_shallow(git_dir, url, work)
                 if shallow_notes:
