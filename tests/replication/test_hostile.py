@@ -70,9 +70,10 @@ def test_ambiguous_owner_diagnostic_names_both_owners(tmp_path: Path) -> None:
     assert builder.ALICE.actor in bad.diagnostic and builder.MALLORY.actor in bad.diagnostic
 
 
-def test_retry_of_refused_stream_still_fails(tmp_path: Path) -> None:
+@pytest.mark.parametrize("case", ["forged-signature", "malformed-object"])
+def test_retry_of_refused_stream_still_fails(tmp_path: Path, case: str) -> None:
     """C14: no leftovers from the first attempt make a second fetch of the same data pass."""
-    remote = builder.forged_signature(tmp_path / "r.git")
+    remote = builder.CASES[case](tmp_path / "r.git")
     first = _sync(tmp_path, remote)
     second = replication.sync(tmp_path / "clone", "origin")
     assert [(i.stream, i.status) for i in first.memories] == [

@@ -154,6 +154,8 @@ def _validate(
 ) -> None:
     """Structural checks per stream, then relationship checks over accepted ∪ candidates."""
     candidates = [w for w in work if w.status == "fetched"]
+    if not candidates:
+        return
     base = _load_base(main_repo, {w.accepted_ref for w in candidates})
     for index, w in enumerate(candidates, start=1):
         if progress:
@@ -169,7 +171,8 @@ def _validate(
         except InvalidInput as exc:
             w.fail("structurally-invalid", exc.message)
             continue
-        if w.previous_head:
+        if w.previous_head and w.previous_head not in {m.commit for m in w.memories}:
+            # not a fast-forward of the accepted head: load it only to name the sequence
             old = _accepted_stream(main_repo, w)
             reason = _first_difference(old, w.memories) if old is not None else ""
             if reason:
@@ -397,13 +400,24 @@ def _fetch_and_measure(
     full_history: bool,
 ) -> None:
     budgets = selection.budgets
-    for index, w in enumerate(work, start=1):
-        if progress:
-            progress("fetch", index, len(work))
+    wanted: list[_Work] = []
+    for w in work:
         if w.previous_head == w.item.oid:
             w.status, w.unchanged = "promoted", True  # already accepted: nothing to fetch
-            continue
-        problem = rgit.fetch_into_quarantine(quarantine, url, w.item, full_history=full_history)
+        else:
+            wanted.append(w)
+    # One fetch for every stream; if it fails (one bad pack fails all), fetch one by one so the
+    # failure stays with the stream that caused it.
+    batch_ok = bool(wanted) and rgit.fetch_into_quarantine(
+        quarantine, url, [w.item for w in wanted], full_history=full_history) is None  # fmt: skip
+    for index, w in enumerate(wanted, start=1):
+        if progress:
+            progress("fetch", index, len(wanted))
+        problem = None if batch_ok else rgit.fetch_into_quarantine(
+            quarantine, url, [w.item], full_history=full_history)  # fmt: skip
+        if problem is None and rgit.resolve_ref(quarantine.path, quarantine.ref(
+                w.item.actor, w.item.stream_hex)) != w.item.oid:  # fmt: skip
+            problem = "the remote ref moved during the sync; run pal sync again"
         if problem:
             w.fail("structurally-invalid", problem)
             continue

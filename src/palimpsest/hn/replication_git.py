@@ -291,31 +291,28 @@ def discard_quarantine(quarantine: Quarantine) -> None:
 
 
 def fetch_into_quarantine(
-    quarantine: Quarantine, url: str, item: AdvertisedRef, *, full_history: bool = False
+    quarantine: Quarantine, url: str, items: list[AdvertisedRef], *, full_history: bool = False
 ) -> str | None:
-    """Fetch one advertised stream into its quarantine ref; return a diagnostic or ``None``.
+    """Fetch advertised streams into their quarantine refs; return a diagnostic or ``None``.
 
-    Objects are fsck-checked on arrival.  The fetched head must equal the advertised one.
-    ``full_history`` stops the quarantine from offering the main store's refs as "haves", so a
-    history the (shallow) main store lacks is sent in full.
+    Objects are fsck-checked on arrival.  Callers compare each fetched head with the advertised
+    one.  ``full_history`` stops the quarantine from offering the main store's refs as "haves",
+    so a history the (shallow) main store lacks is sent in full.
     """
-    dst = quarantine.ref(item.actor, item.stream_hex)
     no_haves = ["-c", "core.alternateRefsPrefixes=refs/hn/none/"] if full_history else []
+    refspecs = [f"+{item.ref}:{quarantine.ref(item.actor, item.stream_hex)}" for item in items]
     done = run_git(
         [
             *no_haves,
             "-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true",
             "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-            "--", url, f"+{item.ref}:{dst}",
+            "--", url, *refspecs,
         ],
         git_dir=quarantine.path,
         check=False,
     )  # fmt: skip
     if done.returncode != 0:
         return f"fetch failed: {_first_line(done.stderr)}"
-    head = resolve_ref(quarantine.path, dst)
-    if head != item.oid:
-        return "the remote ref moved during the sync; run pal sync again"
     return None
 
 

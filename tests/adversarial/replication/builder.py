@@ -286,6 +286,26 @@ def foreign_supersede(path: Path) -> Remote:
     return remote
 
 
+def malformed_object(path: Path) -> Remote:
+    """A memory commit whose author line has no email (fsck ``missingEmail``, C14)."""
+    remote = new_remote(path)
+    repo = pygit2.Repository(str(path))
+    item = entry(ALICE, 1, "", remote.base)
+    builder = repo.TreeBuilder()
+    builder.insert("memory.json", repo.create_blob(item.payload), pygit2.enums.FileMode.BLOB)
+    builder.insert("signature", repo.create_blob(item.signature.encode()),
+                   pygit2.enums.FileMode.BLOB)  # fmt: skip
+    raw = (
+        f"tree {builder.write()}\n"
+        "author Alice Agent 1788256800 +0000\n"
+        f"committer Alice Agent <{ALICE.actor[:12]}@hn.invalid> 1788256800 +0000\n\n"
+        f"hn memory {item.memory_id}\n"
+    ).encode()
+    head = str(repo.odb.write(pygit2.enums.ObjectType.COMMIT, raw))
+    _bad(remote, repo, ALICE, head, "structurally-invalid", "fetch failed")
+    return remote
+
+
 CASES = {
     "forged-signature": forged_signature,
     "owner-mismatch": owner_mismatch,
@@ -296,6 +316,7 @@ CASES = {
     "over-budget": over_budget,
     "missing-supersede-target": missing_supersede_target,
     "foreign-supersede": foreign_supersede,
+    "malformed-object": malformed_object,
 }
 
 
