@@ -81,3 +81,24 @@ def test_concurrent_sync_is_refused(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith("pal: another sync is running")
     assert refs(work, "refs/hn/remotes/") == {}
+
+
+def test_quarantined_objects_are_never_a_recall_source(tmp_path: Path) -> None:
+    """Kill a first sync after validation and the object copy, before the ref transaction: the
+    quarantine (and even the main object store) hold the streams, yet the verified reader and
+    recall see nothing, because only accepted refs are sources."""
+    from palimpsest.hn import store
+    from tests.replication.helpers import ALICE_HEAD, fixture_remote
+
+    remote = fixture_remote(tmp_path / "remote.git")
+    work = clone(f"file://{remote}", tmp_path / "clone")
+    killed = pal("sync", cwd=work, env={replication.KILL_ENV: "copied"})
+    assert killed.returncode == -signal.SIGKILL
+    quarantines = list((work / ".git/hn/replication/quarantine").iterdir())
+    assert len(quarantines) == 1
+    assert pygit2.Oid(hex=ALICE_HEAD) in pygit2.Repository(str(quarantines[0])).odb
+    assert store.collect(pygit2.Repository(str(work / ".git"))) == ()
+    recall = pal("memory", "recall", "--include-untrusted", "--lifecycle", "all", "--json",
+                 cwd=work)  # fmt: skip
+    assert recall.returncode == 0, recall.stderr
+    assert json.loads(recall.stdout)["memories"] == []
