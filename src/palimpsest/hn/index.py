@@ -347,7 +347,10 @@ def _open_existing(path: Path) -> sqlite3.Connection:
     for suffix in _SQLITE_SIDE_FILES:
         if os.path.lexists(str(path) + suffix):
             raise StaleIndex(f"unexpected {suffix} file beside the index")
-    conn = _connect(path)
+    try:
+        conn = _connect(path)
+    except sqlite3.DatabaseError as exc:
+        raise StaleIndex("corrupt") from exc
     try:
         if _schema_of(conn) != _expected_schema():
             raise StaleIndex("corrupt: unexpected schema")
@@ -451,6 +454,10 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
         state = _write_meta(conn, context, policy, refs)
         conn.execute("COMMIT")
         conn.close()
+        for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
+            # Planted or stale side files must never be applied to the new index.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(str(directory / INDEX_NAME) + suffix)
         os.replace(tmp, directory / INDEX_NAME)
     except BaseException:
         with contextlib.suppress(Exception):
