@@ -113,11 +113,17 @@ def _check_surrogates(value: JSONValue) -> None:
 
 
 def decode(
-    data: bytes, *, max_bytes: int | None = None, trailing_whitespace: bool = False
+    data: bytes,
+    *,
+    max_bytes: int | None = None,
+    trailing_whitespace: bool = False,
+    check_surrogates: bool = True,
 ) -> JSONValue:
     """Decode exactly one strict JSON value from ``data``.
 
     ``trailing_whitespace`` lets a request file end with a newline; signed payloads never do.
+    ``check_surrogates=False`` skips the walk for escaped lone surrogates; only callers that
+    re-encode the value afterwards (which refuses them) may use it, to keep hot paths lean.
 
     Raises:
         InvalidInput: code ``invalid-json`` for every refusal listed in the module docstring.
@@ -143,7 +149,8 @@ def decode(
     rest = text[end:]
     if rest and not (trailing_whitespace and not rest.strip(" \t\r\n")):
         raise _refuse("trailing data after the JSON value")
-    _check_surrogates(value)
+    if check_surrogates:
+        _check_surrogates(value)
     return value
 
 
@@ -154,7 +161,8 @@ def decode_canonical(data: bytes, *, max_bytes: int | None = None) -> JSONValue:
         InvalidInput: ``invalid-json`` as for :func:`decode`; ``non-canonical`` when the bytes
             are valid JSON but not in canonical form (whitespace, key order, escapes).
     """
-    value = decode(data, max_bytes=max_bytes)
+    # encode() refuses lone surrogates, so the separate walk is unnecessary here.
+    value = decode(data, max_bytes=max_bytes, check_surrogates=False)
     if encode(value) != data:
         raise InvalidInput("JSON is not canonical", code="non-canonical")
     return value

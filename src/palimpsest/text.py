@@ -55,7 +55,7 @@ def is_blank(text: str) -> bool:
 
 
 def has_control(text: str) -> bool:
-    """True when ``text`` holds a control code point (category Cc, like Go ``unicode.IsControl``)."""
+    """True when ``text`` holds a control code point (category Cc, Go ``unicode.IsControl``)."""
     return any(unicodedata.category(c) == "Cc" for c in text if c < "\xa0")
 
 

@@ -16,12 +16,15 @@ from typing import Any
 import click
 
 from palimpsest.errors import PalError
+from palimpsest.text import safe_line
 
 # name -> "module:attribute" of a click command or group; add a line to add a command group.
 COMMANDS: dict[str, tuple[str, str]] = {
     "id": ("palimpsest.cli.identity_cmd", "Manage the Ed25519 identity that signs memories."),
     "memory": ("palimpsest.cli.memory_cmd", "Record, correct and read repository memory."),
     "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
+    "replication": ("palimpsest.cli.replication_cmd", "Select which remote memory sync fetches."),
+    "sync": ("palimpsest.cli.sync_cmd", "Fetch, verify and promote remote memory; publish local."),
 }
 
 
@@ -53,8 +56,6 @@ def cli() -> None:
 
 def fail(message: str) -> None:
     """Print ``pal: <message>`` (one line, no control bytes) to stderr and exit 1."""
-    from palimpsest.text import safe_line
-
     click.echo(f"pal: {safe_line(message)}", err=True)
     sys.exit(1)
 

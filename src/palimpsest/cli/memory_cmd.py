@@ -1,0 +1,358 @@
+"""``pal memory``: record, handoff, supersede, retract, challenge and show repository memory.
+
+A thin edge over :mod:`palimpsest.hn`: flags become requests, requests become signed envelopes,
+results are printed as JSON (``--json``, compact plus LF, upstream-compatible) or as escaped
+human text.  ``pal`` imports this module only when the ``memory`` group runs, so other
+commands never pay for pygit2 and cryptography.  Every refusal raises a ``PalError`` that
+``pal`` prints as one line on stderr with exit status 1, before anything is written.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pygit2
+
+from palimpsest.errors import Forbidden, InvalidInput
+from palimpsest.hn import store
+from palimpsest.hn.author import (
+    MAX_INPUT_BYTES,
+    anchor_paths,
+    append,
+    build_record,
+    check_anchor_commit,
+    check_lifecycle_target,
+    parse_record_request,
+    with_stream,
+)
+from palimpsest.hn.envelope import Anchor, Handoff, Record, VerifiedMemory
+from palimpsest.hn.show import (
+    command_result_human,
+    command_result_json,
+    find_memory,
+    show_human,
+    show_json,
+)
+from palimpsest.identity import Identity, load_identity
+from palimpsest.text import to_lower, trim_space
+
+F = Callable[..., Any]
+
+
+def _out_json(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _context(ctx: click.Context) -> tuple[pygit2.Repository, Path]:
+    repo = store.open_repository(ctx.obj["repo"])
+    return repo, store.git_dir(repo)
+
+
+def _identity(git_dir: Path, actor: str | None) -> Identity:
+    identity = load_identity(git_dir)
+    if actor and actor != identity.actor:
+        raise Forbidden(
+            "--actor must be the active identity",
+            code="actor-mismatch",
+            hint="switch identity with `pal id import` or drop --actor",
+        )
+    return identity
+
+
+def _read_input(source: str) -> bytes:
+    try:
+        if source == "-":
+            data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+        else:
+            with open(source, "rb") as handle:
+                data = handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --input {source}: {exc.strerror}") from exc
+    if len(data) > MAX_INPUT_BYTES:
+        raise InvalidInput(f"--input exceeds {MAX_INPUT_BYTES} bytes", code="invalid-request")
+    return data
+
+
+def _emit(memory: VerifiedMemory, as_json: bool) -> None:
+    if as_json:
+        _out_json(command_result_json(memory))
+    else:
+        click.echo(command_result_human(memory), nl=False)
+
+
+def _record_options(func: F) -> F:
+    options = [
+        click.option("--at", "at", help="Anchor commit (any revision; resolved to a full ID)."),
+        click.option(
+            "--applies", type=click.Choice(["exact", "descendants", "subject"]), default=None
+        ),
+        click.option("--content", help="The record text (or give it as the one argument)."),
+        click.option("--topic", "topics", multiple=True, help="Topic label (repeatable)."),
+        click.option("--evidence", "evidence", multiple=True, help="git:, event: or memory: ID."),
+        click.option("--path", "paths", multiple=True, help="Anchor a repository path."),
+        click.option("--blob", "blobs", multiple=True, help="Blob ID or 'absent', per --path."),
+        click.option("--subject", help="Typed subject ID (issue:, proposal:, event:, …)."),
+        click.option("--outcome", default="", help="Attempt outcome token."),
+        click.option("--stream", default="", help="Stream ID (default: your default stream)."),
+        click.option("--actor", default=None, help="Must equal the active identity."),
+        click.option("--completed", multiple=True, help="Handoff: completed item."),
+        click.option("--assumption", "assumptions", multiple=True, help="Handoff: assumption."),
+        click.option("--blocker", "blockers", multiple=True, help="Handoff: blocker."),
+        click.option("--next-action", "next_actions", multiple=True, help="Handoff: proposal."),
+        click.option("--json", "as_json", is_flag=True, help="Print the JSON result."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _flag_record(
+    repo: pygit2.Repository, kind: str | None, text: str | None, o: dict[str, Any]
+) -> Record:
+    if not kind:
+        raise InvalidInput("--kind is required", code="invalid-request")
+    if not o["at"] or not o["applies"]:
+        raise InvalidInput("--at and --applies are required", code="invalid-request")
+    if (o["content"] is None) == (text is None):
+        raise InvalidInput(
+            "give the content exactly once: --content TEXT or one argument", code="invalid-request"
+        )
+    commit = store.resolve_commit(repo, o["at"])
+    paths = anchor_paths(repo, commit, list(o["paths"]), list(o["blobs"]))
+    anchor = Anchor(commit, paths, o["subject"] or "")
+    lists = (o["completed"], o["assumptions"], o["blockers"], o["next_actions"])
+    handoff: Handoff | None = None
+    if kind == "handoff" or any(lists):
+        handoff = Handoff(*(tuple(x) for x in lists))
+    content: str = o["content"] if o["content"] is not None else (text or "")
+    return build_record(
+        kind=kind,
+        content=content,
+        anchor=anchor,
+        applies=o["applies"],
+        topics=o["topics"],
+        evidence=o["evidence"],
+        outcome=o["outcome"],
+        handoff=handoff,
+    )
+
+
+_RECORD_FLAGS = (
+    "content", "subject", "actor", "at", "applies",
+)  # fmt: skip
+_RECORD_MULTI = (
+    "topics", "evidence", "paths", "blobs", "completed", "assumptions", "blockers", "next_actions",
+)  # fmt: skip
+
+
+def _refuse_flags_with_input(o: dict[str, Any], allowed: tuple[str, ...] = ()) -> None:
+    used = [k for k in _RECORD_FLAGS if o.get(k) is not None and k not in allowed]
+    used += [k for k in _RECORD_MULTI if o.get(k)]
+    used += [k for k in ("outcome", "stream") if o.get(k)]
+    if used:
+        raise InvalidInput(
+            f"--input cannot be combined with --{used[0].replace('_', '-')}",
+            code="invalid-request",
+        )
+
+
+@click.group(name="memory")
+@click.option(
+    "--repo",
+    default=".",
+    type=click.Path(file_okay=False),
+    help="Repository (default: the one containing the current directory).",
+)
+@click.pass_context
+def command(ctx: click.Context, repo: str) -> None:
+    """Record, correct and read signed repository memory (hn-memory/0)."""
+    ctx.obj = {"repo": repo}
+
+
+@command.command("record")
+@click.argument("text", required=False)
+@click.option(
+    "--kind",
+    type=click.Choice(
+        ["observation", "decision", "assumption", "attempt", "verification", "handoff"]
+    ),
+    default=None,
+)
+@_record_options
+@click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
+@click.pass_context
+def record_cmd(
+    ctx: click.Context,
+    /,
+    text: str | None,
+    kind: str | None,
+    input_path: str | None,
+    as_json: bool,
+    **o: Any,
+) -> None:
+    """Append a record to your memory stream."""
+
+    repo, git_dir = _context(ctx)
+    if input_path is not None:
+        _refuse_flags_with_input(o)
+        if kind is not None or text is not None:
+            raise InvalidInput("--input cannot be combined with other record flags")
+        if not as_json:
+            raise InvalidInput("--input requires --json", code="invalid-request")
+        request = parse_record_request(_read_input(input_path))
+        identity = _identity(git_dir, None)
+        stream = with_stream(request, identity)
+        check_anchor_commit(repo, request.record.anchor.commit)
+        memory = append(repo, identity, operation="record", stream=stream, record=request.record)
+    else:
+        identity = _identity(git_dir, o["actor"])
+        record = _flag_record(repo, kind, text, o)
+        memory = append(repo, identity, operation="record", stream=o["stream"], record=record)
+    _emit(memory, as_json)
+
+
+@command.command("handoff")
+@click.argument("text", required=False)
+@_record_options
+@click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
+@click.pass_context
+def handoff_cmd(
+    ctx: click.Context, /, text: str | None, input_path: str | None, as_json: bool, **o: Any
+) -> None:
+    """Append a handoff record (completed, assumptions, blockers, proposed next actions)."""
+
+    repo, git_dir = _context(ctx)
+    if input_path is None:
+        identity = _identity(git_dir, o["actor"])
+        record = _flag_record(repo, "handoff", text, o)
+        memory = append(repo, identity, operation="record", stream=o["stream"], record=record)
+        _emit(memory, as_json)
+        return
+    _refuse_flags_with_input(o, allowed=("at", "applies"))
+    if text is not None:
+        raise InvalidInput("--input cannot be combined with a content argument")
+    if not as_json:
+        raise InvalidInput("--input requires --json", code="invalid-request")
+    at = store.resolve_commit(repo, o["at"]) if o["at"] else ""
+    request = parse_record_request(
+        _read_input(input_path), handoff_at=at, handoff_applies=o["applies"] or ""
+    )
+    identity = _identity(git_dir, None)
+    stream = with_stream(request, identity)
+    check_anchor_commit(repo, request.record.anchor.commit)
+    memory = append(repo, identity, operation="record", stream=stream, record=request.record)
+    _emit(memory, as_json)
+
+
+@command.command("supersede")
+@click.argument("target")
+@click.option(
+    "--kind",
+    type=click.Choice(
+        ["observation", "decision", "assumption", "attempt", "verification", "handoff"]
+    ),
+    default=None,
+)
+@_record_options
+@click.pass_context
+def supersede_cmd(
+    ctx: click.Context, /, target: str, kind: str | None, as_json: bool, **o: Any
+) -> None:
+    """Replace one of your records with a new one (the old one stays readable)."""
+
+    repo, git_dir = _context(ctx)
+    identity = _identity(git_dir, o["actor"])
+    record = _flag_record(repo, kind, None, o)
+    check_lifecycle_target(store.collect(repo), target, identity.actor, "supersede")
+    memory = append(
+        repo, identity, operation="supersede", stream=o["stream"], record=record, target=target
+    )
+    _emit(memory, as_json)
+
+
+def _lifecycle(  # noqa: PLR0917 - shared body of two commands
+    ctx: click.Context,
+    operation: str,
+    target: str,
+    reason: str,
+    evidence: tuple[str, ...],
+    stream: str,
+    as_json: bool,
+) -> None:
+    repo, git_dir = _context(ctx)
+    identity = _identity(git_dir, None)
+    check_lifecycle_target(store.collect(repo), target, identity.actor, operation)
+    memory = append(
+        repo,
+        identity,
+        operation=operation,
+        stream=stream,
+        target=target,
+        reason=to_lower(trim_space(reason)),
+        evidence=evidence,
+    )
+    _emit(memory, as_json)
+
+
+@command.command("retract")
+@click.argument("target")
+@click.option("--reason", required=True, help="Reason token, e.g. incorrect.")
+@click.option("--stream", default="", help="Stream ID (default: your default stream).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def retract_cmd(ctx: click.Context, target: str, reason: str, stream: str, as_json: bool) -> None:
+    """Retract one of your records (a new signed fact; nothing is erased)."""
+    _lifecycle(ctx, "retract", target, reason, (), stream, as_json)
+
+
+@command.command("challenge")
+@click.argument("target")
+@click.option("--reason", required=True, help="Reason token, e.g. evidence-mismatch.")
+@click.option("--evidence", multiple=True, help="git:, event: or memory: ID (repeatable).")
+@click.option("--stream", default="", help="Stream ID (default: your default stream).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def challenge_cmd(  # noqa: PLR0917 - click passes options by name
+    ctx: click.Context,
+    target: str,
+    reason: str,
+    evidence: tuple[str, ...],
+    stream: str,
+    as_json: bool,
+) -> None:
+    """Dispute another actor's record, optionally with evidence."""
+    _lifecycle(ctx, "challenge", target, reason, evidence, stream, as_json)
+
+
+@command.command("show")
+@click.argument("memory")
+@click.option("--at", default="HEAD", help="Query commit for the projection (default HEAD).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
+    """Show one memory with its lifecycle, applicability, evidence and trust."""
+    # Loaded only here so appends (the hot path) start faster.
+    from palimpsest.hn import policy, projection  # noqa: PLC0415
+
+    repo, _ = _context(ctx)
+    memories = store.collect(repo)
+    found = find_memory(memories, memory)
+    head = store.resolve_commit(repo, at)
+    ctx_policy = policy.policy_context(head, store.policy_blob(repo, head))
+    result = projection.project(memories, store.RepoProbe(repo), at_commit=head, policy=ctx_policy)
+    if as_json:
+        _out_json(show_json(found, result))
+    else:
+        click.echo(show_human(found, result), nl=False)
+
+
+# recall, grep and index live in their own module (issue 3); registered here, loaded lazily.
+from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402
+
+for _read_command in _READ_COMMANDS:
+    command.add_command(_read_command)

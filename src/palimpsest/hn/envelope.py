@@ -1,0 +1,651 @@
+"""The signed ``hn-memory/0`` model: envelopes, records, validation, canonical bytes, IDs.
+
+Everything here is pure.  Rules and section numbers refer to shared/reference/hn-memory-v0.md.
+
+Trust rule: a payload is accepted only through :func:`decode_envelope`, which decodes strictly,
+validates every field and bound, and requires the canonical re-encoding to equal the received
+bytes (§2).  The received bytes are kept; nothing is ever verified by re-serialising.
+
+Empty-string fields and ``None`` both mean "absent" for the ``omitempty`` keys, exactly as Go's
+zero values do: a payload that spells ``"target":""`` re-encodes without the key and therefore
+fails the canonical comparison.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+
+from palimpsest.canonical import decode, encode
+from palimpsest.errors import InvalidInput
+from palimpsest.identity import b64_nopad, b64_nopad_decode, fingerprint, verifier, weak_key_reason
+from palimpsest.text import has_control, is_blank, to_lower, trim_space
+
+PROTOCOL = "hn-memory/0"
+LEGACY_PROTOCOL = "nh-memory/0"
+OPERATIONS = ("record", "supersede", "retract", "challenge")
+KINDS = ("observation", "decision", "assumption", "attempt", "verification", "handoff")
+MODES = ("exact", "descendants", "subject")
+ABSENT = "absent"
+
+MAX_CONTENT_BYTES = 65536
+MAX_TOPICS = 32
+MAX_TOPIC_BYTES = 128
+MAX_EVIDENCE = 64
+MAX_PATHS = 128
+MAX_PATH_BYTES = 4096
+MAX_TOTAL_PATH_BYTES = 65536
+MAX_HANDOFF_ITEMS = 64
+MAX_HANDOFF_ITEM_BYTES = 4096
+MAX_HANDOFF_BYTES = 65536
+MAX_REASON_BYTES = 128
+MAX_OUTCOME_BYTES = 64
+MAX_ACTOR_NAME_BYTES = 256
+MAX_PAYLOAD_BYTES = 512 * 1024
+MAX_SIGNATURE_BYTES = 128
+MAX_SEQUENCE = 2**64 - 1
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+FULL_ID = re.compile(r"sha256:[0-9a-f]{64}")
+SUBJECT = re.compile(r"(?:issue|proposal|event|policy|pipeline|run):sha256:[0-9a-f]{64}")
+EVIDENCE = re.compile(
+    r"git:(?:[0-9a-f]{40}|[0-9a-f]{64})|event:sha256:[0-9a-f]{64}|memory:sha256:[0-9a-f]{64}"
+)
+TOKEN = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
+_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))"
+)
+_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _bad(message: str, code: str = "invalid-memory") -> InvalidInput:
+    return InvalidInput(f"invalid memory envelope: {message}", code=code)
+
+
+def blen(text: str) -> int:
+    """UTF-8 byte length (every bound in the protocol counts bytes).
+
+    ``surrogatepass`` keeps a lone surrogate from raising here; the canonical re-encoding in
+    :func:`decode_envelope` refuses it.
+    """
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+# ------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True, slots=True)
+class PathAnchor:
+    """A repository-relative path bound to its exact blob ID, or to ``absent``."""
+
+    path: str
+    blob: str
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """The exact commit a record is about, plus optional paths and typed subject."""
+
+    commit: str
+    paths: tuple[PathAnchor, ...] = ()
+    subject: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Applicability:
+    """``exact``, ``descendants`` or ``subject`` (with the subject it applies to)."""
+
+    mode: str
+    subject: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """Four separate bounded lists; proposed next actions are inert data."""
+
+    completed: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    blockers: tuple[str, ...] = ()
+    next_actions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """The record of a ``record`` or ``supersede`` envelope (§4.1)."""
+
+    kind: str
+    content: str
+    anchor: Anchor
+    applicability: Applicability
+    topics: tuple[str, ...] = ()
+    evidence: tuple[str, ...] = ()
+    attempt_outcome: str = ""
+    handoff: Handoff | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One signed memory (§3). ``previous``, ``target``, ``reason`` are ``""`` when absent."""
+
+    protocol: str
+    operation: str
+    actor: str
+    actor_name: str
+    public_key: str
+    stream: str
+    sequence: int
+    timestamp: str
+    previous: str = ""
+    record: Record | None = None
+    target: str = ""
+    reason: str = ""
+    evidence: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class VerifiedMemory:
+    """A memory that passed every reader check (§11): the exact bytes and what they say."""
+
+    memory_id: str
+    commit: str
+    payload: bytes
+    envelope: Envelope
+    signature: str
+    ref: str
+
+
+# ------------------------------------------------------------------------- wire form
+
+
+def anchor_wire(anchor: Anchor) -> dict[str, Any]:
+    """The anchor object in wire key order."""
+    out: dict[str, Any] = {"commit": anchor.commit}
+    if anchor.paths:
+        out["paths"] = [{"path": p.path, "blob": p.blob} for p in anchor.paths]
+    if anchor.subject:
+        out["subject"] = anchor.subject
+    return out
+
+
+def handoff_wire(handoff: Handoff) -> dict[str, Any]:
+    """The handoff object in wire key order (lists always present)."""
+    return {
+        "completed": list(handoff.completed),
+        "assumptions": list(handoff.assumptions),
+        "blockers": list(handoff.blockers),
+        "nextActions": list(handoff.next_actions),
+    }
+
+
+def record_wire(
+    record: Record, *, sort_evidence: bool = False, nil_empty_evidence: bool = False
+) -> dict[str, Any]:
+    """The record object in wire key order.
+
+    ``sort_evidence`` and ``nil_empty_evidence`` serve the derived index and recall outputs
+    (§16.6, §19.3), which sort ``data.evidence`` and may write an empty list as ``null``.
+    """
+    applicability: dict[str, Any] = {"mode": record.applicability.mode}
+    if record.applicability.subject:
+        applicability["subject"] = record.applicability.subject
+    evidence = sorted(record.evidence) if sort_evidence else list(record.evidence)
+    out: dict[str, Any] = {
+        "kind": record.kind,
+        "content": record.content,
+        "anchor": anchor_wire(record.anchor),
+        "applicability": applicability,
+        "topics": list(record.topics),
+        "evidence": None if (nil_empty_evidence and not evidence) else evidence,
+    }
+    if record.attempt_outcome:
+        out["attemptOutcome"] = record.attempt_outcome
+    if record.handoff is not None:
+        out["handoff"] = handoff_wire(record.handoff)
+    return out
+
+
+def envelope_wire(envelope: Envelope) -> dict[str, Any]:
+    """The envelope in canonical key order (§3)."""
+    out: dict[str, Any] = {
+        "protocol": envelope.protocol,
+        "operation": envelope.operation,
+        "actor": envelope.actor,
+        "actorName": envelope.actor_name,
+        "publicKey": envelope.public_key,
+        "stream": envelope.stream,
+        "sequence": envelope.sequence,
+        "timestamp": envelope.timestamp,
+    }
+    if envelope.previous:
+        out["previous"] = envelope.previous
+    if envelope.record is not None:
+        out["record"] = record_wire(envelope.record)
+    if envelope.target:
+        out["target"] = envelope.target
+    if envelope.reason:
+        out["reason"] = envelope.reason
+    if envelope.evidence:
+        out["evidence"] = list(envelope.evidence)
+    return out
+
+
+def _obj(value: Any, allowed: frozenset[str], where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(f"{where} must be an object")
+    extra = value.keys() - allowed
+    if extra:
+        raise _bad(f"unknown field in {where}")  # the name is author data: never echoed
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _bad(f"{where} must be a string")
+    return value
+
+
+def _strs(value: Any, where: str, *, required: bool) -> tuple[str, ...]:
+    if value is None:
+        if required:
+            raise _bad(f"{where} must be a list, not null or missing")
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _bad(f"{where} must be a list of strings")
+    return tuple(value)
+
+
+_ENVELOPE_KEYS = frozenset(
+    (
+        "protocol", "operation", "actor", "actorName", "publicKey", "stream", "sequence",
+        "timestamp", "previous", "record", "target", "reason", "evidence",
+    )
+)  # fmt: skip
+_RECORD_KEYS = frozenset(
+    (
+        "kind", "content", "anchor", "applicability", "topics", "evidence", "attemptOutcome",
+        "handoff",
+    )
+)  # fmt: skip
+_ANCHOR_KEYS = frozenset(("commit", "paths", "subject"))
+_PATH_KEYS = frozenset(("path", "blob"))
+_APPLICABILITY_KEYS = frozenset(("mode", "subject"))
+_HANDOFF_KEYS = frozenset(("completed", "assumptions", "blockers", "nextActions"))
+
+
+def anchor_from_wire(value: Any) -> Anchor:
+    """Build an anchor from decoded JSON (types and unknown fields checked, not rules)."""
+    obj = _obj(value, _ANCHOR_KEYS, "anchor")
+    raw_paths = obj.get("paths")
+    paths: list[PathAnchor] = []
+    if raw_paths is not None:
+        if not isinstance(raw_paths, list):
+            raise _bad("anchor.paths must be a list")
+        for item in raw_paths:
+            p = _obj(item, _PATH_KEYS, "anchor path")
+            paths.append(PathAnchor(_str(p.get("path"), "path"), _str(p.get("blob"), "blob")))
+    return Anchor(
+        commit=_str(obj.get("commit"), "anchor.commit"),
+        paths=tuple(paths),
+        subject=_str(obj.get("subject"), "anchor.subject"),
+    )
+
+
+def handoff_from_wire(value: Any) -> Handoff:
+    """Build a handoff from decoded JSON; every list must be present and non-null."""
+    obj = _obj(value, _HANDOFF_KEYS, "handoff")
+    return Handoff(
+        completed=_strs(obj.get("completed"), "handoff.completed", required=True),
+        assumptions=_strs(obj.get("assumptions"), "handoff.assumptions", required=True),
+        blockers=_strs(obj.get("blockers"), "handoff.blockers", required=True),
+        next_actions=_strs(obj.get("nextActions"), "handoff.nextActions", required=True),
+    )
+
+
+def record_from_wire(value: Any) -> Record:
+    """Build a record from decoded JSON."""
+    obj = _obj(value, _RECORD_KEYS, "record")
+    applicability = _obj(obj.get("applicability"), _APPLICABILITY_KEYS, "applicability")
+    handoff = obj.get("handoff")
+    return Record(
+        kind=_str(obj.get("kind"), "record.kind"),
+        content=_str(obj.get("content"), "record.content"),
+        anchor=anchor_from_wire(obj.get("anchor")),
+        applicability=Applicability(
+            _str(applicability.get("mode"), "applicability.mode"),
+            _str(applicability.get("subject"), "applicability.subject"),
+        ),
+        topics=_strs(obj.get("topics"), "record.topics", required=True),
+        evidence=_strs(obj.get("evidence"), "record.evidence", required=True),
+        attempt_outcome=_str(obj.get("attemptOutcome"), "record.attemptOutcome"),
+        handoff=None if handoff is None else handoff_from_wire(handoff),
+    )
+
+
+def envelope_from_wire(value: Any) -> Envelope:
+    """Build an envelope from decoded JSON (types and unknown fields checked, not rules)."""
+    obj = _obj(value, _ENVELOPE_KEYS, "envelope")
+    sequence = obj.get("sequence")
+    if not isinstance(sequence, int) or isinstance(sequence, bool):
+        raise _bad("sequence must be an integer")
+    record = obj.get("record")
+    return Envelope(
+        protocol=_str(obj.get("protocol"), "protocol"),
+        operation=_str(obj.get("operation"), "operation"),
+        actor=_str(obj.get("actor"), "actor"),
+        actor_name=_str(obj.get("actorName"), "actorName"),
+        public_key=_str(obj.get("publicKey"), "publicKey"),
+        stream=_str(obj.get("stream"), "stream"),
+        sequence=sequence,
+        timestamp=_str(obj.get("timestamp"), "timestamp"),
+        previous=_str(obj.get("previous"), "previous"),
+        record=None if record is None else record_from_wire(record),
+        target=_str(obj.get("target"), "target"),
+        reason=_str(obj.get("reason"), "reason"),
+        evidence=_strs(obj.get("evidence"), "evidence", required=False),
+    )
+
+
+# ------------------------------------------------------------------------- validation
+
+
+def valid_timestamp(text: str) -> bool:
+    """True when Go would parse ``text`` as RFC 3339 and format it back identically (§5.4)."""
+    match = _TIMESTAMP.fullmatch(text)
+    if match is None:
+        return False
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    fraction, zone = match.group(7), match.group(8)
+    if not 1 <= month <= 12 or hour > 23 or minute > 59 or second > 59:
+        return False
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if not 1 <= day <= (29 if month == 2 and leap else _DAYS[month - 1]):
+        return False
+    if fraction is not None and fraction.endswith("0"):
+        return False
+    if zone != "Z":
+        off_hours, off_minutes = int(match.group(9)), int(match.group(10))
+        if off_hours > 23 or off_minutes > 59 or (off_hours == 0 and off_minutes == 0):
+            return False
+    return True
+
+
+def valid_path(path: str) -> bool:
+    """A repository-relative path in clean form with no ``..`` segment (§4.3)."""
+    size = blen(path)
+    if size == 0 or size > MAX_PATH_BYTES or path[0] == "/" or "\\" in path or path == ".":
+        return False
+    if posixpath.normpath(path) != path or has_control(path):
+        return False
+    return ".." not in path.split("/")
+
+
+def _check_evidence_list(items: tuple[str, ...], where: str) -> None:
+    if len(items) > MAX_EVIDENCE:
+        raise _bad(f"{where} exceeds {MAX_EVIDENCE} entries")
+    if len(set(items)) != len(items):
+        raise _bad(f"{where} holds a duplicate ID")
+    for item in items:
+        if not EVIDENCE.fullmatch(item):
+            raise _bad(f"{where} holds a malformed typed ID")
+
+
+def _check_token(value: str, where: str, limit: int) -> None:
+    if blen(value) > limit or not TOKEN.fullmatch(value):
+        raise _bad(f"{where} must be a token of [a-z0-9-] up to {limit} bytes")
+
+
+def validate_anchor(anchor: Anchor) -> None:
+    """Check §4.3: commit ID, sorted unique clean paths within bounds, typed subject."""
+    if not OBJECT_ID.fullmatch(anchor.commit):
+        raise _bad("anchor.commit must be a full lower-case object ID")
+    if len(anchor.paths) > MAX_PATHS:
+        raise _bad(f"anchor.paths exceeds {MAX_PATHS} entries")
+    total = 0
+    previous = None
+    for item in anchor.paths:
+        if not valid_path(item.path):
+            raise _bad("anchor path is not a clean repository-relative path")
+        total += blen(item.path)
+        if previous is not None and not previous < item.path:
+            raise _bad("anchor.paths must be sorted by path without duplicates")
+        previous = item.path
+        if item.blob != ABSENT and not OBJECT_ID.fullmatch(item.blob):
+            raise _bad("anchor path blob must be a full object ID or absent")
+    if total > MAX_TOTAL_PATH_BYTES:
+        raise _bad(f"anchor path bytes exceed {MAX_TOTAL_PATH_BYTES}")
+    if anchor.subject and not SUBJECT.fullmatch(anchor.subject):
+        raise _bad("anchor.subject must be a typed subject ID")
+
+
+def validate_handoff(handoff: Handoff) -> None:
+    """Check §4.2: four bounded lists of non-blank entries and the aggregate byte limit."""
+    total = 0
+    for name, items in (
+        ("completed", handoff.completed),
+        ("assumptions", handoff.assumptions),
+        ("blockers", handoff.blockers),
+        ("nextActions", handoff.next_actions),
+    ):
+        if len(items) > MAX_HANDOFF_ITEMS:
+            raise _bad(f"handoff.{name} exceeds {MAX_HANDOFF_ITEMS} entries")
+        for item in items:
+            size = blen(item)
+            if size > MAX_HANDOFF_ITEM_BYTES:
+                raise _bad(f"handoff.{name} entry exceeds {MAX_HANDOFF_ITEM_BYTES} bytes")
+            if is_blank(item):
+                raise _bad(f"handoff.{name} holds a blank entry")
+            total += size
+    if total > MAX_HANDOFF_BYTES:
+        raise InvalidInput("memory handoff bytes exceed limit", code="invalid-memory")
+
+
+def validate_record(record: Record) -> None:
+    """Check §4.1 and the kind rules."""
+    if record.kind not in KINDS:
+        raise _bad("record.kind is not a known kind")
+    if blen(record.content) > MAX_CONTENT_BYTES:
+        raise _bad(f"record.content exceeds {MAX_CONTENT_BYTES} bytes")
+    if is_blank(record.content):
+        raise _bad("record.content must not be blank")
+    validate_anchor(record.anchor)
+    mode, subject = record.applicability.mode, record.applicability.subject
+    if mode not in MODES:
+        raise _bad("applicability.mode must be exact, descendants or subject")
+    if mode == "subject":
+        if not SUBJECT.fullmatch(subject):
+            raise _bad("applicability subject must be a typed subject ID")
+        if subject != record.anchor.subject:
+            raise _bad("applicability subject must equal anchor.subject")
+    elif subject:
+        raise _bad(f"applicability {mode} takes no subject")
+    if len(record.topics) > MAX_TOPICS:
+        raise _bad(f"record.topics exceeds {MAX_TOPICS} entries")
+    previous = None
+    for topic in record.topics:
+        if not topic or blen(topic) > MAX_TOPIC_BYTES:
+            raise _bad(f"topics must be 1 to {MAX_TOPIC_BYTES} bytes")
+        if topic != to_lower(trim_space(topic)) or has_control(topic):
+            raise _bad("topics must be trimmed, lower-case and free of control characters")
+        if previous is not None and not previous < topic:
+            raise _bad("topics must be sorted without duplicates")
+        previous = topic
+    _check_evidence_list(record.evidence, "record.evidence")
+    if record.kind == "attempt":
+        if not record.attempt_outcome:
+            raise _bad("an attempt requires attemptOutcome")
+        _check_token(record.attempt_outcome, "attemptOutcome", MAX_OUTCOME_BYTES)
+    elif record.attempt_outcome:
+        raise _bad(f"a {record.kind} takes no attemptOutcome")
+    if record.kind == "verification" and not record.evidence:
+        raise _bad("a verification requires at least one evidence ID")
+    if record.kind == "handoff":
+        if record.handoff is None:
+            raise _bad("a handoff record requires handoff lists")
+        validate_handoff(record.handoff)
+    elif record.handoff is not None:
+        raise _bad(f"a {record.kind} takes no handoff")
+
+
+def validate_envelope(envelope: Envelope) -> None:
+    """Check every envelope rule of §3–§6, including actor = fingerprint(publicKey).
+
+    Raises:
+        InvalidInput: code ``invalid-memory`` (``unsupported-protocol`` for ``nh-memory/0``,
+            ``weak-key`` for a weak public key) naming the field, never echoing content.
+    """
+    if envelope.protocol != PROTOCOL:
+        if envelope.protocol == LEGACY_PROTOCOL:
+            raise _bad("unsupported memory protocol nh-memory/0", "unsupported-protocol")
+        raise _bad("protocol must be hn-memory/0", "unsupported-protocol")
+    if envelope.operation not in OPERATIONS:
+        raise _bad("operation must be record, supersede, retract or challenge")
+    if not HEX64.fullmatch(envelope.actor):
+        raise _bad("actor must be 64 lower-case hex characters")
+    name = envelope.actor_name
+    if is_blank(name) or blen(name) > MAX_ACTOR_NAME_BYTES or has_control(name):
+        raise _bad("actorName must be 1 to 256 bytes without control characters")
+    raw_key = b64_nopad_decode(envelope.public_key, 32, "public key")
+    reason = weak_key_reason(raw_key)
+    if reason is not None:
+        raise _bad(reason, "weak-key")
+    if fingerprint(raw_key) != envelope.actor:
+        raise _bad("actor is not the fingerprint of publicKey")
+    if not FULL_ID.fullmatch(envelope.stream):
+        raise _bad("stream must be a full sha256: ID")
+    if not 1 <= envelope.sequence <= MAX_SEQUENCE:
+        raise _bad("sequence must be at least 1")
+    if not valid_timestamp(envelope.timestamp):
+        raise _bad("timestamp must be canonical RFC 3339")
+    if envelope.sequence == 1:
+        if envelope.previous:
+            raise _bad("sequence 1 takes no previous")
+    elif not FULL_ID.fullmatch(envelope.previous):
+        raise _bad("previous must name the full memory ID of the preceding entry")
+    op = envelope.operation
+    if op in ("record", "supersede"):
+        if envelope.record is None:
+            raise _bad(f"{op} requires a record")
+        if envelope.reason or envelope.evidence:
+            raise _bad(f"{op} takes no reason or envelope evidence")
+        if op == "record" and envelope.target:
+            raise _bad("record takes no target")
+        if op == "supersede" and not FULL_ID.fullmatch(envelope.target):
+            raise _bad("supersede requires a full target memory ID")
+        validate_record(envelope.record)
+        return
+    if envelope.record is not None:
+        raise _bad(f"{op} takes no record")
+    if not FULL_ID.fullmatch(envelope.target):
+        raise _bad(f"{op} requires a full target memory ID")
+    if not envelope.reason:
+        raise _bad(f"{op} requires a reason")
+    _check_token(envelope.reason, "reason", MAX_REASON_BYTES)
+    if op == "retract" and envelope.evidence:
+        raise _bad("retract takes no evidence")
+    _check_evidence_list(envelope.evidence, "evidence")
+
+
+# ------------------------------------------------------------------------- bytes and IDs
+
+
+def memory_id(payload: bytes) -> str:
+    """``sha256:`` + hex SHA-256 of the exact bytes (memory IDs, digests, domain IDs)."""
+    return "sha256:" + hashlib.sha256(payload).hexdigest()
+
+
+def default_stream(actor: str) -> str:
+    """The default stream of an actor (§7)."""
+    return memory_id(b"hn-memory-stream-v0\x00" + actor.encode("ascii") + b"\x00default")
+
+
+def encode_envelope(envelope: Envelope) -> bytes:
+    """Validate and return the canonical ``memory.json`` bytes."""
+    validate_envelope(envelope)
+    return encode(envelope_wire(envelope))
+
+
+def decode_envelope(payload: bytes) -> Envelope:
+    """Strictly decode, validate and require canonical bytes (§2 reading order).
+
+    Raises:
+        InvalidInput: ``invalid-json`` (``invalid memory JSON``), ``invalid-memory`` or
+            ``non-canonical`` (``memory JSON is not canonical``).
+    """
+    if len(payload) > MAX_PAYLOAD_BYTES:
+        raise InvalidInput("memory.json exceeds 524288 bytes", code="invalid-memory")
+    try:
+        value = decode(payload, check_surrogates=False)
+    except InvalidInput as exc:
+        raise InvalidInput(f"invalid memory JSON: {exc.message}", code="invalid-json") from exc
+    envelope = envelope_from_wire(value)
+    validate_envelope(envelope)
+    try:
+        again = encode(envelope_wire(envelope))
+    except InvalidInput as exc:  # a lone surrogate cannot be re-encoded
+        raise InvalidInput("invalid memory JSON: lone surrogate", code="invalid-json") from exc
+    if again != payload:
+        raise InvalidInput("memory JSON is not canonical", code="non-canonical")
+    return envelope
+
+
+def sign_text(signature: bytes) -> str:
+    """The ``signature`` file text: 86 bytes of unpadded base64, no newline (§10)."""
+    return b64_nopad(signature)
+
+
+def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) -> None:
+    """Verify the signature file over the exact payload with the envelope's key.
+
+    Raises:
+        InvalidInput: ``invalid-signature`` for bad encoding or a failed verification,
+            ``weak-key`` for a weak key.
+    """
+    try:
+        raw_sig = b64_nopad_decode(signature_text, 64, "signature")
+    except InvalidInput as exc:
+        raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
+    raw_key = b64_nopad_decode(envelope.public_key, 32, "public key")
+    try:
+        verifier(raw_key).verify(raw_sig, payload)
+    except InvalidSignature as exc:
+        raise InvalidInput("memory signature does not verify", code="invalid-signature") from exc
+
+
+__all__ = [
+    "ABSENT",
+    "KINDS",
+    "MODES",
+    "OPERATIONS",
+    "PROTOCOL",
+    "Anchor",
+    "Applicability",
+    "Envelope",
+    "Handoff",
+    "PathAnchor",
+    "Record",
+    "VerifiedMemory",
+    "anchor_wire",
+    "blen",
+    "decode_envelope",
+    "default_stream",
+    "encode_envelope",
+    "envelope_from_wire",
+    "envelope_wire",
+    "memory_id",
+    "record_from_wire",
+    "record_wire",
+    "sign_text",
+    "valid_path",
+    "valid_timestamp",
+    "validate_envelope",
+    "validate_record",
+    "verify_signature",
+]

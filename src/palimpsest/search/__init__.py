@@ -1,0 +1,1 @@
+"""Shared retrieval: RE2 regular expressions with instruction and work limits (``regex``)."""

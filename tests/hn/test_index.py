@@ -1,0 +1,266 @@
+"""The private index: file safety, tamper detection, incremental updates, verify (§19, D17)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
+from palimpsest.hn import store
+from palimpsest.hn.index import INDEX_NAME, KEY_NAME, IndexContext, open_index, verify_index
+from palimpsest.hn.recall import recall
+from palimpsest.hn.recall_query import normalize_request
+from palimpsest.identity import Identity
+from tests.conftest import INTEROP
+from tests.hn.recall_helpers import head, lifecycle, new_repo, remember
+
+FIXTURE_SOURCE = "sha256:9bf830e40d6eea939ffd7396044b82e389d99cc1caf12346d8b05d35e21ce667"
+
+
+def _dir(repo: pygit2.Repository) -> Path:
+    return Path(repo.path) / "hn" / "memory"
+
+
+def _recall_ids(repo: pygit2.Repository, **flags: Any) -> list[str]:
+    result = recall(repo, normalize_request(at_commit=head(repo), **flags))
+    return [json.loads(r)["id"] for r in result.records]
+
+
+def _open(repo: pygit2.Repository, **kw: Any) -> Any:
+    return open_index(repo, IndexContext(head(repo)), **kw)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, alice: Identity) -> pygit2.Repository:
+    repo = new_repo(tmp_path / "repo", trusted=[alice])
+    remember(repo, alice, "first", timestamp="2026-09-01T12:00:01Z")
+    remember(repo, alice, "second", timestamp="2026-09-01T12:00:02Z")
+    return repo
+
+
+def test_fixture_source_fingerprint(fixture_repo: Path) -> None:
+    repo = store.open_repository(fixture_repo)
+    with _open(repo) as index:
+        assert index.state.source_fingerprint == FIXTURE_SOURCE
+        assert index.state.records == 7
+    assert json.loads((INTEROP / "index-v0.json").read_bytes())["sourceFingerprint"] == (
+        FIXTURE_SOURCE
+    )
+
+
+def test_modes_and_layout(repo: pygit2.Repository) -> None:
+    _open(repo).close()
+    base = Path(repo.path) / "hn"
+    for directory in (base, base / "memory"):
+        assert stat.S_IMODE(os.lstat(directory).st_mode) == 0o700
+    for name in (INDEX_NAME, KEY_NAME):
+        assert stat.S_IMODE(os.lstat(base / "memory" / name).st_mode) == 0o600
+    assert sorted(os.listdir(base / "memory")) == sorted([INDEX_NAME, KEY_NAME])
+
+
+def test_symlinked_index_file_is_refused(repo: pygit2.Repository, tmp_path: Path) -> None:
+    _open(repo).close()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    path = _dir(repo) / INDEX_NAME
+    path.unlink()
+    path.symlink_to(victim)
+    with pytest.raises(Unavailable) as info:
+        _open(repo)
+    assert info.value.code == "index-unsafe"
+    assert victim.read_bytes() == b"precious"
+
+
+def test_symlinked_index_directory_is_refused(repo: pygit2.Repository, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (Path(repo.path) / "hn").mkdir(mode=0o700)
+    (Path(repo.path) / "hn" / "memory").symlink_to(elsewhere)
+    with pytest.raises(Unavailable, match="symlink"):
+        _open(repo)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_group_writable_directory_is_refused(repo: pygit2.Repository) -> None:
+    _open(repo).close()
+    os.chmod(_dir(repo), 0o770)  # noqa: S103 - the attack under test
+    with pytest.raises(Unavailable, match="writable by other users"):
+        _open(repo)
+
+
+@pytest.mark.parametrize("attack", ["hardlink", "mode-0644", "directory"])
+def test_unsafe_index_file_is_refused(repo: pygit2.Repository, tmp_path: Path, attack: str) -> None:
+    _open(repo).close()
+    path = _dir(repo) / INDEX_NAME
+    if attack == "hardlink":
+        os.link(path, tmp_path / "second-name")
+    elif attack == "mode-0644":
+        os.chmod(path, 0o644)
+    else:
+        path.unlink()
+        path.mkdir()
+    with pytest.raises(Unavailable) as info:
+        _open(repo)
+    assert info.value.code == "index-unsafe"
+
+
+def test_loose_key_file_is_refused(repo: pygit2.Repository) -> None:
+    _open(repo).close()
+    os.chmod(_dir(repo) / KEY_NAME, 0o644)
+    with pytest.raises(Unavailable, match="0600"):
+        _open(repo)
+
+
+def _tamper(repo: pygit2.Repository, *statements: str) -> None:
+    conn = sqlite3.connect(_dir(repo) / INDEX_NAME)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(
+    "statements",
+    [
+        ["UPDATE rows SET json = CAST(replace(CAST(json AS TEXT), 'first', 'FORGED') AS BLOB)"],
+        ["UPDATE rows SET trust = 'qualified', lifecycle = 'active', lifecycle_rank = 0"],
+        ["DELETE FROM rows WHERE CAST(json AS TEXT) LIKE '%second%'"],
+        ["CREATE TRIGGER evil AFTER INSERT ON rows BEGIN SELECT 1; END"],
+        ["CREATE VIEW v AS SELECT 1"],
+        ["UPDATE meta SET value = 'pal-hn-memory-index/999' WHERE key = 'format'"],
+        [
+            "INSERT INTO rows SELECT 'sha256:' || hex(randomblob(32)), actor, kind, lifecycle,"
+            " lifecycle_rank, trust, applicability, evidence, '9999', anchor_subject,"
+            " applies_subject, content_bytes, data_bytes, search_units, json, deps, mac"
+            " FROM rows LIMIT 1"
+        ],
+    ],
+    ids=["forged-json", "forged-columns", "deleted-row", "trigger", "view", "version", "extra-row"],
+)
+def test_tampered_index_is_detected_and_rebuilt(
+    repo: pygit2.Repository, alice: Identity, statements: list[str]
+) -> None:
+    bob_like = remember(repo, alice, "third", timestamp="2026-09-01T12:00:03Z")
+    lifecycle(repo, alice, "retract", bob_like.memory_id, timestamp="2026-09-01T12:00:04Z")
+    honest = _recall_ids(repo, lifecycle=["all"])
+    if statements[0].startswith("DELETE"):
+        # A hidden row is not visible at query time; verify finds it.
+        _tamper(repo, *statements)
+        with pytest.raises(Conflict, match="derived projection changed"):
+            verify_index(repo)
+        _open(repo, rebuild=True).close()
+    else:
+        _tamper(repo, *statements)
+    assert _recall_ids(repo, lifecycle=["all"]) == honest
+    assert _recall_ids(repo) == honest[:2]
+    verify_index(repo)  # rebuilt: consistent again
+    conn = sqlite3.connect(_dir(repo) / INDEX_NAME)
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    conn.close()
+    assert "evil" not in names and "v" not in names
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"", b"not a database at all", b"SQLite format 3\x00" + b"\xff" * 200]
+)
+def test_garbage_index_is_rebuilt(repo: pygit2.Repository, garbage: bytes) -> None:
+    honest = _recall_ids(repo)
+    path = _dir(repo) / INDEX_NAME
+    path.write_bytes(garbage)
+    assert _recall_ids(repo) == honest
+
+
+def test_planted_wal_file_forces_a_rebuild(repo: pygit2.Repository) -> None:
+    honest = _recall_ids(repo)
+    wal = _dir(repo) / (INDEX_NAME + "-wal")
+    wal.write_bytes(b"planted")
+    os.chmod(wal, 0o600)
+    assert _recall_ids(repo) == honest
+    assert not wal.exists()
+
+
+def test_failed_rebuild_keeps_the_old_file_and_leaves_no_temporary(
+    repo: pygit2.Repository, alice: Identity
+) -> None:
+    _open(repo).close()
+    path = _dir(repo) / INDEX_NAME
+    before = path.read_bytes()
+    # A memory ref that points at an ordinary commit: collection fails closed.
+    repo.references.create(f"refs/hn/memory/{alice.actor}/{'cd' * 32}", repo.head.target)
+    with pytest.raises(InvalidInput):
+        _open(repo, rebuild=True)
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(_dir(repo))) == sorted([INDEX_NAME, KEY_NAME])
+
+
+def test_verify_states(repo: pygit2.Repository, alice: Identity) -> None:
+    with pytest.raises(NotFound, match="missing"):
+        verify_index(repo)
+    _open(repo).close()
+    assert verify_index(repo).records == 2
+    remember(repo, alice, "not yet indexed")
+    with pytest.raises(Conflict, match="stale: source or policy changed"):
+        verify_index(repo)
+    _open(repo).close()
+    assert verify_index(repo).records == 3
+
+
+def test_one_append_reads_only_that_stream(
+    repo: pygit2.Repository, alice: Identity, bob: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    remember(repo, bob, "bob's stream")
+    _open(repo).close()
+    calls: list[tuple[str, str]] = []
+    real_full, real_since = store.load_stream, store.load_stream_since
+
+    def full(repo_: Any, ref: store.MemoryRef, **kw: Any) -> Any:
+        calls.append(("full", ref.actor))
+        return real_full(repo_, ref, **kw)
+
+    def since(repo_: Any, ref: store.MemoryRef, *args: Any) -> Any:
+        calls.append(("since", ref.actor))
+        return real_since(repo_, ref, *args)
+
+    monkeypatch.setattr(store, "load_stream", full)
+    monkeypatch.setattr(store, "load_stream_since", since)
+    new = remember(repo, alice, "newest", timestamp="2026-09-01T12:30:00Z")
+    with _open(repo) as index:
+        assert index.state.records == 4
+    assert calls == [("since", alice.actor)]
+    assert _recall_ids(repo)[0] == new.memory_id
+    verify_index(repo)
+
+
+def test_rewritten_stream_triggers_a_full_rebuild(repo: pygit2.Repository, alice: Identity) -> None:
+    _open(repo).close()
+    ref_name = store.local_ref_name(alice.actor, store_default(alice))
+    first = repo.references[ref_name].peel(pygit2.Commit).parents[0]
+    repo.references[ref_name].set_target(first.id)  # roll the stream back one entry
+    assert len(_recall_ids(repo)) == 1
+    verify_index(repo)
+
+
+def store_default(who: Identity) -> str:
+    from palimpsest.hn.envelope import default_stream
+
+    return default_stream(who.actor)
+
+
+def test_another_context_rebuilds_for_that_context(
+    repo: pygit2.Repository, alice: Identity
+) -> None:
+    from tests.hn.recall_helpers import commit_files
+
+    old = head(repo)
+    only_here = remember(repo, alice, "exact here", applies="exact")
+    commit_files(repo, {"x": b"1"}, "move on")
+    assert only_here.memory_id not in _recall_ids(repo)
+    result = recall(repo, normalize_request(at_commit=old))
+    assert only_here.memory_id in [json.loads(r)["id"] for r in result.records]
