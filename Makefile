@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/pal demo
+	$(BIN)/pal serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "id": ("palimpsest.cli.identity_cmd", "Manage the Ed25519 identity that signs memories."),
     "memory": ("palimpsest.cli.memory_cmd", "Record, correct and read repository memory."),
     "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
+    "serve": ("palimpsest.cli.serve_cmd", "Run the memory service (UHP Memories over HTTP)."),
+    "admin": ("palimpsest.cli.admin_cmd", "Manage members, groups, credentials and grants."),
 }
 
 
