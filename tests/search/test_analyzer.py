@@ -81,3 +81,9 @@ def test_separators() -> None:
     assert analyze("e-mail\x00x\u200by\u202ez") == ["e", "mail", "x", "y", "z"]
     assert analyze("") == []
     assert query_terms("   ") == []
+
+
+def test_ascii_fast_path_matches_general_path() -> None:
+    # The same words with one non-ASCII character appended take the general path.
+    text = "Hello, World! it's 2023-05-08; foo_bar x" + "y" * 100
+    assert analyze(text) == analyze(text + " é")[:-1]
