@@ -31,7 +31,19 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from palimpsest.service.model import Caller, Credential, FileBytes, Group, Member, Wire
+from palimpsest.service import admin as admin_mod
+from palimpsest.service import extras, gitlog, providers, records, tree
+from palimpsest.service.core import Core
+from palimpsest.service.model import (
+    Caller,
+    Credential,
+    FileBytes,
+    Group,
+    Member,
+    Wire,
+    unsupported,
+)
+from palimpsest.service.storage.sqlite import SqliteStore
 
 Clock = Callable[[], int]  # epoch milliseconds
 
@@ -39,19 +51,22 @@ Clock = Callable[[], int]  # epoch milliseconds
 class MemoryService:
     """The service over one data directory (SQLite in WAL mode + content-addressed files)."""
 
-    def __init__(self, data_dir: Path, *, clock: Clock | None = None) -> None:
+    def __init__(self, data_dir: Path, *, clock: Clock | None = None,
+                 durability: str = "normal") -> None:
         """Open (creating if needed) the store in ``data_dir``.
 
         ``clock`` returns epoch milliseconds; tests pass a fake one for ``as_of`` reads.
+        ``durability="full"`` fsyncs every write (survives power loss, not only kill -9).
 
         Raises:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
-        raise NotImplementedError
+        self._store = SqliteStore(data_dir, durability=durability)
+        self._core = Core(self._store, clock)
 
     def close(self) -> None:
         """Close the database (idempotent)."""
-        raise NotImplementedError
+        self._store.close()
 
     def __enter__(self) -> MemoryService:
         return self
@@ -64,47 +79,47 @@ class MemoryService:
     def bootstrap_owner(self, name: str = "owner") -> tuple[Member, str] | None:
         """On first start create an admin human member and return it with its credential
         secret (shown once); ``None`` when members already exist."""
-        raise NotImplementedError
+        return admin_mod.bootstrap_owner(self._core, name)
 
     def create_member(self, name: str, type: str = "human", *, admin: bool = False) -> Member:
         """Create a member (``type`` human | agent). Raises InvalidInput(memory_invalid)."""
-        raise NotImplementedError
+        return admin_mod.create_member(self._core, name, type, admin)
 
     def list_members(self) -> list[Member]:
         """Every member, oldest first."""
-        raise NotImplementedError
+        return self._store.members()
 
     def get_member(self, member_id: str) -> Member:
         """One member. Raises NotFound(code="member_not_found")."""
-        raise NotImplementedError
+        return admin_mod.get_member(self._core, member_id)
 
     def create_group(self, name: str) -> Group:
         """Create a group. Raises InvalidInput(memory_invalid) on a blank name."""
-        raise NotImplementedError
+        return admin_mod.create_group(self._core, name)
 
     def list_groups(self) -> list[Group]:
         """Every group with its members."""
-        raise NotImplementedError
+        return self._store.groups()
 
     def add_membership(self, group_id: str, member_id: str) -> Group:
         """Put a member in a group (idempotent). Raises NotFound for an unknown id."""
-        raise NotImplementedError
+        return admin_mod.set_membership(self._core, group_id, member_id, True)
 
     def remove_membership(self, group_id: str, member_id: str) -> Group:
         """Take a member out of a group (idempotent). Raises NotFound for an unknown id."""
-        raise NotImplementedError
+        return admin_mod.set_membership(self._core, group_id, member_id, False)
 
     def issue_credential(self, member_id: str, label: str = "") -> tuple[Credential, str]:
         """Mint a bearer credential; returns it and its secret (stored only as a hash)."""
-        raise NotImplementedError
+        return admin_mod.issue_credential(self._core, member_id, label)
 
     def list_credentials(self, member_id: str | None = None) -> list[Credential]:
         """Credentials (never secrets), optionally of one member."""
-        raise NotImplementedError
+        return self._store.credentials(member_id)
 
     def revoke_credential(self, credential_id: str) -> Credential:
         """Revoke a credential. Raises NotFound(code="credential_not_found")."""
-        raise NotImplementedError
+        return admin_mod.revoke_credential(self._core, credential_id)
 
     def authenticate(self, secret: str) -> Caller:
         """Resolve a bearer secret to its caller (member + groups).
@@ -113,26 +128,26 @@ class MemoryService:
             Forbidden: code ``invalid_credential`` (HTTP 401) for an unknown, malformed or
                 revoked secret. Comparison is constant-time on the stored hash.
         """
-        raise NotImplementedError
+        return admin_mod.authenticate(self._core, secret)
 
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
-        raise NotImplementedError
+        return self._core.caller_for(member_id)
 
     def rebuild(self) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
         verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
         ``{changesets, records, versions, indexed}`` counts."""
-        raise NotImplementedError
+        return self._core.rebuild()
 
     # --- discovery and providers --------------------------------------------------------------
     def providers(self, caller: Caller) -> Wire:
         """``GET /v1/memories/providers`` → ``{object:"list", data:[capability document]}``."""
-        raise NotImplementedError
+        return {"object": "list", "data": [providers.capability_document()]}
 
     def types(self, caller: Caller) -> Wire:
         """``GET /v1/memories/types`` → core and server types."""
-        raise NotImplementedError
+        return extras.types_list()
 
     # --- memories (the tree) ------------------------------------------------------------------
     def create_memory(self, caller: Caller, body: Wire, *,
@@ -143,7 +158,7 @@ class MemoryService:
         privileges implicitly. Raises memory_invalid, memory_not_found (parent),
         memory_forbidden, memory_unsupported (unknown provider).
         """
-        raise NotImplementedError
+        return tree.create_memory(self._core, caller, body, idempotency_key)
 
     def list_memories(self, caller: Caller, *, parent: str | None = None,
                       ancestor: str | None = None, granted: bool = False, limit: int = 50,
@@ -153,11 +168,12 @@ class MemoryService:
         ``granted`` = entry points plus nodes where privileges differ, highest first.
         Raises memory_not_found (parent/ancestor), memory_invalid (bad cursor/limit/combination).
         """
-        raise NotImplementedError
+        return tree.list_memories(self._core, caller, parent=parent, ancestor=ancestor,
+                                  granted=granted, limit=limit, cursor=cursor)
 
     def get_memory(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}`` (any privilege). Raises memory_not_found."""
-        raise NotImplementedError
+        return tree.get_memory(self._core, caller, memory_id)
 
     def update_memory(self, caller: Caller, memory_id: str, body: Wire, *,
                       idempotency_key: str | None = None) -> Wire:
@@ -167,31 +183,31 @@ class MemoryService:
         ``delete`` here, and a move needs ``create`` on the new parent. Raises memory_invalid
         (cycle, bad body, provider change), memory_forbidden, memory_not_found, memory_busy.
         """
-        raise NotImplementedError
+        return tree.update_memory(self._core, caller, memory_id, body, idempotency_key)
 
     def delete_memory(self, caller: Caller, memory_id: str, *,
                       idempotency_key: str | None = None) -> Wire:
         """``DELETE /v1/memories/{id}`` (delete) → ``{id, object:"memory", deleted:true,
         memories:[ids removed]}``; removes descendants, their records and file bytes."""
-        raise NotImplementedError
+        return tree.delete_memory(self._core, caller, memory_id, idempotency_key)
 
     # --- grants -------------------------------------------------------------------------------
     def list_grants(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/grants`` → grants on the node and inherited ones (each naming
         its node, ``inherited``), as far up as the cutoff. Needs read."""
-        raise NotImplementedError
+        return tree.list_grants(self._core, caller, memory_id)
 
     def put_grant(self, caller: Caller, memory_id: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/grants`` ``{principal:"member:…"|"group:…", privileges}``
         (delete). A second grant to the same principal on the node replaces the first."""
-        raise NotImplementedError
+        return tree.put_grant(self._core, caller, memory_id, body, idempotency_key)
 
     def delete_grant(self, caller: Caller, memory_id: str, grant_id: str, *,
                      idempotency_key: str | None = None) -> Wire:
         """``DELETE /v1/memories/{id}/grants/{grant_id}`` (delete) →
         ``{id, object:"memory.grant", deleted:true}``."""
-        raise NotImplementedError
+        return tree.delete_grant(self._core, caller, memory_id, grant_id, idempotency_key)
 
     # --- records ------------------------------------------------------------------------------
     def remember(self, caller: Caller, memory_id: str, body: Wire, *,
@@ -200,57 +216,59 @@ class MemoryService:
         references?, time?}`` (write) → record v1. One changeset on refs/shared/main.
         Raises memory_invalid (bad body, second subject/object, oversized), memory_unsupported
         (unkept media type), memory_not_found, memory_forbidden."""
-        raise NotImplementedError
+        return records.remember(self._core, caller, memory_id, body, idempotency_key)
 
     def list_records(self, caller: Caller, memory_id: str, *, type: str | None = None,
                      include: str = "active", as_of: str | None = None, limit: int = 50,
                      cursor: str | None = None) -> Wire:
         """``GET /v1/memories/{id}/records`` (read) → ``{object:"list", data, next, parent?,
         children}``; newest first; ``limit`` ≤ 200."""
-        raise NotImplementedError
+        return records.list_records(self._core, caller, memory_id, type=type, include=include,
+                                    as_of=as_of, limit=limit, cursor=cursor)
 
     def get_record(self, caller: Caller, memory_id: str, record_id: str, *,
                    as_of: str | None = None) -> Wire:
         """``GET /v1/memories/{id}/records/{rid}`` (read). A record of another memory asked
         through this one raises memory_record_not_found."""
-        raise NotImplementedError
+        return records.get_record(self._core, caller, memory_id, record_id, as_of)
 
     def record_history(self, caller: Caller, memory_id: str, record_id: str) -> Wire:
         """``GET …/records/{rid}/history`` (read) → ``{object:"list", data:[versions oldest
         first]}``."""
-        raise NotImplementedError
+        return records.record_history(self._core, caller, memory_id, record_id)
 
     def record_content(self, caller: Caller, memory_id: str, record_id: str,
                        index: int) -> FileBytes:
         """``GET …/records/{rid}/content/{index}`` (read): a file part's bytes, exactly.
         Raises memory_record_not_found when the part does not exist or is not a file."""
-        raise NotImplementedError
+        return records.record_content(self._core, caller, memory_id, record_id, index)
 
     def revise(self, caller: Caller, memory_id: str, record_id: str, body: Wire, *,
                idempotency_key: str | None = None) -> Wire:
         """``PATCH …/records/{rid}`` (write): at least one of title, content, attributes,
         references, time → the new version (the old one becomes superseded)."""
-        raise NotImplementedError
+        return records.revise(self._core, caller, memory_id, record_id, body, idempotency_key)
 
     def forget(self, caller: Caller, memory_id: str, record_id: str, *,
                idempotency_key: str | None = None) -> Wire:
         """``DELETE …/records/{rid}`` (write) → the record with ``status:"forgotten"``; the
         trace is kept in history."""
-        raise NotImplementedError
+        return records.forget(self._core, caller, memory_id, record_id, idempotency_key)
 
     def erase(self, caller: Caller, memory_id: str, body: Wire, *,
               idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/erase`` ``{record_ids:[…]}`` (delete; never an agent tool)
         → ``{object:"memory.erasure", erased, unreachable}``. Content bytes of every version
         are removed; ids not in this memory are reported ``unreachable``."""
-        raise NotImplementedError
+        return records.erase(self._core, caller, memory_id, body, idempotency_key)
 
     def upload_file(self, caller: Caller, data: bytes, *, name: str, media_type: str,
                     idempotency_key: str | None = None) -> Wire:
         """``POST /v1/files`` → ``{id, object:"file", name, media_type, bytes, sha256}``.
         Raises memory_unsupported for a media type the provider does not keep,
         memory_invalid when too large."""
-        raise NotImplementedError
+        return records.upload_file(self._core, caller, data, name, media_type,
+                                   idempotency_key)
 
     # --- observe and jobs ---------------------------------------------------------------------
     def observe(self, caller: Caller, memory_id: str, body: Wire, *,
@@ -259,114 +277,119 @@ class MemoryService:
         → ``{object:"list", data:[episode records], job:{object:"memory.job", id, status}}``.
         The built-in provider keeps episodes at once, so ``job.status`` is ``completed`` and
         the API answers 200 (202 only when a job is still pending)."""
-        raise NotImplementedError
+        return extras.observe(self._core, caller, memory_id, body, idempotency_key)
 
     def get_job(self, caller: Caller, memory_id: str, job_id: str) -> Wire:
         """``GET /v1/memories/{id}/jobs/{job}`` (read) → the job with its records."""
-        raise NotImplementedError
+        return extras.get_job(self._core, caller, memory_id, job_id)
 
     # --- recall, graph, prime -----------------------------------------------------------------
     def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7)."""
-        raise NotImplementedError
+        return records.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
-        raise NotImplementedError
+        return extras.graph(self._core, caller, memory_id, body)
 
     def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
         (active, ``attributes.standing`` true) within ``budget`` tokens."""
-        raise NotImplementedError
+        return extras.prime(self._core, caller, memory_id, budget)
 
     # --- named queries, free queries, type operations -----------------------------------------
     def list_queries(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/queries`` (read)."""
-        raise NotImplementedError
+        return extras.list_queries(self._core, caller, memory_id)
 
     def put_query(self, caller: Caller, memory_id: str, name: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/memories/{id}/queries/{name}`` (write) ``{description, params, requires,
         language:"recall", body}``: ``body`` is a recall request whose ``"$name"`` strings are
         replaced by params."""
-        raise NotImplementedError
+        return extras.put_query(self._core, caller, memory_id, name, body, idempotency_key)
 
     def run_query(self, caller: Caller, memory_id: str, name: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/queries/{name}`` (the query's ``requires``) ``{params}`` →
         recall-shaped answer."""
-        raise NotImplementedError
+        return extras.run_query(self._core, caller, memory_id, name, body)
 
     def free_query(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/query``: not offered by the built-in provider → always
         memory_unsupported (after the memory is resolved)."""
-        raise NotImplementedError
+        with self._store.read():
+            self._core.resolve(caller, memory_id, "read")
+        raise unsupported("the built-in provider offers no free query language")
 
     def operate(self, caller: Caller, memory_id: str, record_id: str, name: str,
                 body: Wire) -> Wire:
         """``POST …/records/{rid}/operations/{name}``: no type declares operations →
         memory_unsupported (after memory and record are resolved)."""
-        raise NotImplementedError
+        records.get_record(self._core, caller, memory_id, record_id, None)
+        raise unsupported(f"no type of the built-in provider declares an operation {name!r}"[:200])
 
     # --- snapshots and consolidations ---------------------------------------------------------
     def create_snapshot(self, caller: Caller, memory_id: str, body: Wire, *,
                         idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/snapshots`` (write) ``{name, message?}`` → snapshot naming
         the current head of refs/shared/main and the instant."""
-        raise NotImplementedError
+        return extras.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
 
     def list_snapshots(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/snapshots`` (read), newest first."""
-        raise NotImplementedError
+        return extras.list_snapshots(self._core, caller, memory_id)
 
     def consolidate(self, caller: Caller, memory_id: str, body: Wire, *,
                     idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/consolidations`` (write) ``{budget?}`` → a completed run of
         the deterministic consolidator (duplicate active records are forgotten in favour of the
         oldest; written by the provider on behalf of the caller)."""
-        raise NotImplementedError
+        return extras.consolidate(self._core, caller, memory_id, body, idempotency_key)
 
     def list_consolidations(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/consolidations`` (read), newest first."""
-        raise NotImplementedError
+        return extras.list_consolidations(self._core, caller, memory_id)
 
     def get_consolidation(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}`` (read). Unknown run → memory_record_not_found."""
-        raise NotImplementedError
+        return extras.get_consolidation(self._core, caller, memory_id, run_id)
 
     def consolidation_changes(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}/changes`` (read) → ``{object:"list",
         data:[{change, record}]}``."""
-        raise NotImplementedError
+        return extras.consolidation_changes(self._core, caller, memory_id, run_id)
 
     def revert_consolidation(self, caller: Caller, memory_id: str, run_id: str, *,
                              idempotency_key: str | None = None) -> Wire:
         """``POST …/consolidations/{run}/revert`` (delete): appends new versions that undo the
         run → the run with ``status`` unchanged and ``reverted_at`` set."""
-        raise NotImplementedError
+        return extras.revert_consolidation(self._core, caller, memory_id, run_id,
+                                           idempotency_key)
 
     # --- harness memory settings --------------------------------------------------------------
     def harness_memories(self, caller: Caller, harness_id: str) -> Wire:
         """``GET /v1/harnesses/{id}/memories`` → ``harness.memories``; the harness is the agent
         member ``harness_id``; readable by that member or an admin."""
-        raise NotImplementedError
+        return extras.harness_memories(self._core, caller, harness_id)
 
     def set_harness_memories(self, caller: Caller, harness_id: str, body: Wire, *,
                              idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/harnesses/{id}/memories`` ``{default_memory_id?, observe?}``; the default
         must be writable by the agent, else memory_invalid."""
-        raise NotImplementedError
+        return extras.set_harness_memories(self._core, caller, harness_id, body,
+                                           idempotency_key)
 
     # --- Memory Git history (read side; review.py adds proposals) -----------------------------
     def list_refs(self, caller: Caller, memory_id: str) -> Wire:
         """Refs of a memory (read) → ``{object:"list", data:[ref]}``."""
-        raise NotImplementedError
+        return gitlog.list_refs(self._core, caller, memory_id)
 
     def list_changesets(self, caller: Caller, memory_id: str, *,
                         ref: str = "refs/shared/main", limit: int = 20) -> Wire:
         """Changesets reachable from ``ref``, newest first (read); ``limit`` ≤ 200."""
-        raise NotImplementedError
+        return gitlog.list_changesets(self._core, caller, memory_id, ref=ref, limit=limit)
 
     def get_changeset(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
         """One changeset of the memory (read), integrity verified on read."""
-        raise NotImplementedError
+        return gitlog.get_changeset(self._core, caller, memory_id, changeset_id)
