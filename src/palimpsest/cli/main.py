@@ -24,6 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
     "serve": ("palimpsest.cli.serve_cmd", "Run the memory service (UHP Memories over HTTP)."),
     "admin": ("palimpsest.cli.admin_cmd", "Manage members, groups, credentials and grants."),
+    "hermes": ("palimpsest.cli.hermes_cmd", "Connect the Hermes agent to Palimpsest memory."),
+    "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
 }
 
 

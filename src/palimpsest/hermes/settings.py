@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 PREFIX = "PALIMPSEST_HERMES_"
-DEFAULT_URL = "http://127.0.0.1:8787"
+DEFAULT_URL = "http://127.0.0.1:8765"
 CONNECTION_FILE_NAME = "connection.json"
 CONNECTION_VERSION = 1
 
