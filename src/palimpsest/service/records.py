@@ -6,6 +6,7 @@ to the projection and the search index in the same transaction.
 
 from __future__ import annotations
 
+from palimpsest.search import rank
 from palimpsest.service import history, providers, wire
 from palimpsest.service import recall as rc
 from palimpsest.service.access import View
@@ -355,28 +356,31 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
         match = rc.scoped_match(terms, reach, statuses, req.types)
         if match is None:
             return out, False
+        # Candidates from BM25, filtered, then re-ranked (search.rank) into the final order.
+        want = rank.candidate_limit(wanted)
+        cands: dict[str, tuple[RecordVersion, rank.Candidate]] = {}
         scanned = 0
-        batch = wanted if req.filters is None else max(4 * wanted, 50)
-        while len(out) < wanted and scanned < rc.SCAN_CAP:
-            hits = core.store.search(match, batch, scanned)
-            if not hits:
-                return out, False
+        exhausted = False
+        while len(cands) < want and scanned < rc.SCAN_CAP:
+            hits = core.store.search(match, want, scanned)
             scanned += len(hits)
-            score = dict(hits)
-            rows = {r["n"]: r for r in core.store.current_rows([n for n, _ in hits])}
-            for n, _ in hits:
+            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
+            for n, score, analysed in hits:
                 row = rows.get(n)
                 if row is None:
                     continue
                 rec = core.version(row)
                 if req.filters is None or rc.matches(req.filters, rec):
-                    out.append((rec, score[n], True))
-                    if len(out) == wanted:
-                        break
-            if len(hits) < batch:
-                return out, False
-            batch = min(batch * 4, 1000)
-        return out, len(out) < wanted and scanned >= rc.SCAN_CAP
+                    cands[rec.id] = (rec, rank.Candidate(rec.id, rec.body.text, score,
+                                                         rec.written_at, rec.body.attributes,
+                                                         analysed))
+            if len(hits) < want:
+                exhausted = True
+                break
+        ranked = rank.rerank(req.query, [c for _, c in cands.values()], limit=wanted,
+                             text=req.text)
+        out = [(cands[r.key][0], r.score, True) for r in ranked]
+        return out, not exhausted and len(out) < wanted
     ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
     partial = len(ns) > rc.SCAN_CAP
     for row in sorted(core.store.current_rows(ns[:rc.SCAN_CAP]), key=lambda r: -r["n"]):

@@ -569,11 +569,11 @@ class SqliteStore:
                        "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
                        "r.status='active' ORDER BY r.n", (memory_id,))
 
-    def search(self, match: str, limit: int, offset: int = 0) -> list[tuple[int, float]]:
-        """FTS5 BM25 (text column only): ``(row number, score)``, best first."""
-        rows = self._q("SELECT rowid, rank FROM record_fts WHERE record_fts MATCH ? "
+    def search(self, match: str, limit: int, offset: int = 0) -> list[tuple[int, float, str]]:
+        """FTS5 BM25 (text column only): ``(row number, score, analysed text)``, best first."""
+        rows = self._q("SELECT rowid, rank, text FROM record_fts WHERE record_fts MATCH ? "
                        "ORDER BY rank LIMIT ? OFFSET ?", (match, limit, offset))
-        return [(int(r["rowid"]), -float(r["rank"])) for r in rows]
+        return [(int(r["rowid"]), -float(r["rank"]), r["text"]) for r in rows]
 
     def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
         """Which memory holds each record id (for references and graph edges)."""
