@@ -25,7 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from palimpsest.api import errors, routes_memories, routes_ops, routes_records
+from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
 from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
 from palimpsest.api.schemas import SCHEMAS
@@ -70,6 +70,7 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     _install_error_handlers(app)
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)
+    memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 

@@ -173,6 +173,46 @@ class ReviewFlow:
             left_is_ancestor=base == left)
         return {"conflicts": found}
 
+    def diff(self, principal: str, changeset_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """``SemanticDiff`` of a changeset against a base (default: its first parent)."""
+        cs = self.git.load(changeset_id)
+        self.git.access.require(principal, cs.project_id, "read")
+        base = body.get("base_changeset_id")
+        if base is None:
+            base = cs.parent_ids[0] if cs.parent_ids else None
+        elif not isinstance(base, str):
+            raise InvalidInput("base_changeset_id must be a string")
+        else:
+            self.git.in_project(cs.project_id, base)
+        return gitdiff.semantic_diff(self.git.project(cs.project_id, base),
+                                     self.git.only_in(changeset_id, base))
+
+    def list_conflicts(self, principal: str, project: str, status: str | None,
+                       limit: int) -> dict[str, Any]:
+        """Persisted conflicts (limit ≤ 500)."""
+        self.git.access.require(principal, project, "read")
+        if not 1 <= limit <= 500:
+            raise InvalidInput("limit must be between 1 and 500", code="invalid-limit")
+        return {"conflicts": self.git.store.conflicts(project, status, limit)}
+
+    def resolve_conflict(self, principal: str, project: str, conflict_id: str,
+                         body: dict[str, Any]) -> dict[str, Any]:
+        """Mark an open conflict resolved with a note; the proposal's author cannot."""
+        self.git.access.require(principal, project, "write")
+        note = _str(body, "resolution_note")
+        rows = [c for c in self.git.store.conflicts(project, "open", 500)
+                if c["conflict_id"] == conflict_id]
+        if not rows:
+            raise NotFound("no open conflict with that id", code="conflict-not-found")
+        for row in rows:
+            doc = self.git.store.proposal(row["proposal_id"])
+            if doc is not None and doc["originator_principal"] == principal:
+                raise Forbidden("the author of a proposal cannot resolve its conflicts",
+                                code="self-review")
+        self.git.store.set_conflict_status(project, conflict_id, proposal_id=None,
+                                           status="resolved", note=note, now=self.git.now())
+        return {"resolved": len(rows), "conflict_id": conflict_id}
+
     def review(self, principal: str, proposal_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Record an independent verdict bound to the proposal's snapshot."""
         doc = self.get_proposal(principal, proposal_id)
@@ -246,8 +286,13 @@ class ReviewFlow:
         for item in proposal.selected_ops:
             cid, _, ordinal = item.partition(":")
             op = self.git.load(cid).ops[int(ordinal)]
-            payload = {**(op.payload or {}), "cherrypicked_from": cid}
-            picked.append(replace(op, ordinal=len(picked), payload=payload))
+            # A picked op creates new memories (ids re-derived), so merging the whole branch
+            # later is reported as duplicate content instead of colliding ids.
+            payload = {k: v for k, v in (op.payload or {}).items()
+                       if k not in ("memory_id", "event_id")}
+            payload["cherrypicked_from"] = cid
+            picked.append(replace(op, ordinal=len(picked), payload=payload,
+                                  resulting_event_id=None))
         return self.git.commit_server(
             principal, proposal.project_id, proposal.target_ref, parents=(expected,),
             message=f"cherry-pick for proposal {proposal.proposal_id}",
@@ -276,6 +321,10 @@ class ReviewFlow:
                                code="not-protected")
         envelope = mergeauth.verify(body["merge_authorization"], request, self.ring,
                                     self.git.clock())
+        # Early answer for a plain replay; the atomic insert below still decides races.
+        if self.git.store.nonce_consumed(envelope.nonce):
+            raise Conflict("this merge authorization was already used",
+                           code="authorization_replay", hint="ask for a new merge authorization")
         if envelope.merger_principal != principal:
             raise Forbidden("the authorization names another merger", code="merger-mismatch")
         doc = self.git.store.proposal(request.proposal_id)

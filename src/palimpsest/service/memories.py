@@ -61,6 +61,7 @@ class MemoryService:
         Raises:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
+        self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
         self._store = SqliteStore(data_dir, durability=durability)
         self._core = Core(self._store, clock)
 
