@@ -270,8 +270,8 @@ class Core:
     # --- rendering ------------------------------------------------------------------------
     def version(self, row: sqlite3.Row, as_of: str | None = None) -> RecordVersion:
         """A version row (joined with its body) as a :class:`RecordVersion`."""
-        if row["data"] is None or not history.body_matches(row["body_digest"], row["salt"],
-                                                           row["data"]):
+        if not isinstance(row["data"], bytes) or not isinstance(row["salt"], bytes) \
+                or not history.body_matches(row["body_digest"], row["salt"], row["data"]):
             raise unavailable("a record body is missing or fails its digest; run "
                               "pal admin rebuild or restore from a backup")
         body = body_from_stored(canonical.decode(row["data"]))

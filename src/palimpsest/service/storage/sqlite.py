@@ -429,7 +429,9 @@ class SqliteStore:
     def body(self, digest: str) -> tuple[bytes, bytes] | None:
         """``(salt, data)`` of a body, ``None`` once erased."""
         r = self._one("SELECT salt, data FROM bodies WHERE digest=?", (digest,))
-        return (bytes(r["salt"]), bytes(r["data"])) if r else None
+        if r is None or not isinstance(r["salt"], bytes) or not isinstance(r["data"], bytes):
+            return None  # absent, or damaged into another type: treated as gone
+        return (r["salt"], r["data"])
 
     def delete_body(self, digest: str) -> None:
         """Erase a body's bytes."""
