@@ -30,6 +30,7 @@ from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
 from palimpsest.api.schemas import SCHEMAS
 from palimpsest.errors import PalError
+from palimpsest.mcp.http import mount_mcp
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 
@@ -71,6 +72,7 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 

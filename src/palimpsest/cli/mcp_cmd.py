@@ -16,7 +16,7 @@ import click
 
 from palimpsest.cli.serve_cmd import default_data_dir
 from palimpsest.errors import InvalidInput
-from palimpsest.mcp.server import serve_stdio
+from palimpsest.service.gitsetup import ServiceAccess, open_flow
 from palimpsest.service.memories import MemoryService
 
 MAX_SECRET_BYTES = 4096
@@ -62,4 +62,8 @@ def command(data_dir: Path | None, credential_file: Path | None, default_memory:
     directory = (data_dir or default_data_dir()).expanduser()
     with MemoryService(directory) as svc:
         caller = svc.authenticate(secret)
-        anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory))
+        # the SDK is imported only once the credential is accepted: refusals stay fast
+        from palimpsest.mcp.server import serve_stdio  # noqa: PLC0415
+
+        flow = open_flow(directory, ServiceAccess(svc))
+        anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory, flow=flow))

@@ -14,6 +14,7 @@ from typing import Any
 
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.mcp.tools import REMEMBER_TYPES, Offers
+from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 
@@ -29,6 +30,18 @@ class ToolEnv:
     service: MemoryService
     caller: Caller
     default_memory: str | None = None
+    flow: ReviewFlow | None = None  # Memory Git (proposals, reviews, merges) when offered
+
+    @property
+    def principal(self) -> str:
+        """The caller as Memory Git names it."""
+        return f"member:{self.caller.member.id}"
+
+    def git(self) -> ReviewFlow:
+        """The Memory Git flow; tools of that group are offered only when it exists."""
+        if self.flow is None:
+            raise InvalidInput("Memory Git is not available here", code="memory_unsupported")
+        return self.flow
 
 
 Handler = Callable[[ToolEnv, dict[str, Any]], Any]
@@ -211,26 +224,125 @@ def memory_query(env: ToolEnv, args: dict[str, Any]) -> Any:
     return env.service.free_query(env.caller, _memory(args), body)
 
 
+def _req(args: dict[str, Any], key: str) -> str:
+    value = _str(args, key, required=True)
+    assert value is not None  # noqa: S101 - required=True never returns None
+    return value
+
+
+def _full_ref(name: str) -> str:
+    return name if name.startswith("refs/") else f"refs/{name}"
+
+
+def memory_status(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Refs and open proposals of a memory's history."""
+    project, flow = _req(args, "project"), env.git()
+    proposals = flow.list_proposals(env.principal, project)
+    return {"project": project, "refs": flow.git.list_refs(env.principal, project),
+            "open_proposals": [p for p in proposals if p.get("status") in ("open", "approved")]}
+
+
 def memory_ref_list(env: ToolEnv, args: dict[str, Any]) -> Any:
     """The refs of a memory's history."""
-    project = _str(args, "project", required=True)
-    assert project is not None  # noqa: S101
-    return env.service.list_refs(env.caller, project)
+    return {"refs": env.git().git.list_refs(env.principal, _req(args, "project"))}
 
 
 def memory_log(env: ToolEnv, args: dict[str, Any]) -> Any:
     """Changesets reachable from a ref, newest first."""
-    project, ref = _str(args, "project", required=True), _str(args, "ref", required=True)
-    assert project is not None and ref is not None  # noqa: S101
-    return env.service.list_changesets(env.caller, project, ref=ref,
-                                       limit=_int(args, "limit") or 20)
+    return env.git().git.log(env.principal, _req(args, "project"), _full_ref(_req(args, "ref")),
+                             _int(args, "limit") or 20)
 
 
 def memory_show(env: ToolEnv, args: dict[str, Any]) -> Any:
-    """One changeset."""
-    project, ident = _str(args, "project", required=True), _str(args, "id", required=True)
-    assert project is not None and ident is not None  # noqa: S101
-    return env.service.get_changeset(env.caller, project, ident)
+    """One changeset (integrity verified on read)."""
+    return env.git().git.get_changeset(env.principal, _req(args, "id"))
+
+
+def memory_diff(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Semantic diff of a changeset against a base."""
+    body: dict[str, Any] = {}
+    _put(body, "base_changeset_id", _str(args, "base_changeset_id"))
+    return env.git().diff(env.principal, _req(args, "target_changeset_id"), body)
+
+
+def memory_context_at(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Accepted memory at a ref, or at a historical head reachable from it."""
+    body: dict[str, Any] = {"ref_name": _full_ref(_req(args, "ref"))}
+    _put(body, "head_changeset_id", _str(args, "head"))
+    _put(body, "query", _str(args, "query"))
+    _put(body, "limit", _int(args, "limit"))
+    return env.git().git.context_at(env.principal, _req(args, "project"), body)
+
+
+def memory_branch_create(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Create an owned ref at a changeset."""
+    body = {"ref_name": _full_ref(_req(args, "ref_name")),
+            "head_changeset_id": _req(args, "head_changeset_id")}
+    return env.git().git.create_branch(env.principal, _req(args, "project"), body)
+
+
+def memory_changeset_create(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Commit operations to an owned ref (compare-and-swap on ``expected_head``)."""
+    ops = args.get("ops")
+    if not isinstance(ops, list):
+        raise _invalid("`ops` must be a list of operations")
+    body: dict[str, Any] = {"project_id": _req(args, "project"),
+                            "ref_name": _full_ref(_req(args, "ref")),
+                            "message": _req(args, "message"),
+                            "idempotency_key": _req(args, "idempotency_key"), "ops": ops}
+    _put(body, "expected_head", _str(args, "expected_head"))
+    _put(body, "parent_ids", _strs(args, "parent_ids"))
+    changeset, _ = env.git().git.create_changeset(env.principal, body)
+    return changeset
+
+
+def memory_merge_propose(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Open a proposal pinned to ``head_changeset_id``."""
+    project, flow = _req(args, "project"), env.git()
+    head = _req(args, "head_changeset_id")
+    source = _str(args, "source_ref")
+    if source is None:
+        owned = [r for r in flow.git.list_refs(env.principal, project)
+                 if r.get("created_by_principal") == env.principal
+                 and r.get("head_changeset_id") == head]
+        if len(owned) != 1:
+            raise _invalid("name `source_ref`: none or several of your refs have that head")
+        source = str(owned[0]["ref_name"])
+    body: dict[str, Any] = {"source_ref": _full_ref(source),
+                            "target_ref": _full_ref(_req(args, "target_ref")),
+                            "head_changeset_id": head, "message": _req(args, "message"),
+                            "idempotency_key": _req(args, "idempotency_key")}
+    _put(body, "base_changeset_id", _str(args, "base_changeset_id"))
+    _put(body, "selected_ops", _strs(args, "selected_ops"))
+    proposal, _ = flow.propose(env.principal, project, body)
+    return proposal
+
+
+def memory_merge_review(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Review someone else's proposal (self-review is refused by the flow)."""
+    body: dict[str, Any] = {"verdict": _req(args, "verdict")}
+    _put(body, "comment", _str(args, "comment"))
+    _put(body, "severity", _str(args, "severity"))
+    return env.git().review(env.principal, _req(args, "proposal_id"), body)
+
+
+def memory_merge(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Sign the merge authorization and advance the protected ref, as one tool call."""
+    flow, proposal_id = env.git(), _req(args, "proposal_id")
+    doc = flow.get_proposal(env.principal, proposal_id)
+    approvals = [r for r in doc.get("reviews", []) if r.get("verdict") == "approve"]
+    mine = [r for r in approvals if r.get("reviewer_principal") == env.principal]
+    chosen = (mine or approvals)[-1:] if approvals else []
+    body = {"reviewer_principal": chosen[0]["reviewer_principal"]} if chosen else {}
+    request = flow.authorize(env.principal, proposal_id, body)
+    strategy = request.pop("strategy", None)
+    merged = flow.merge(env.principal, str(doc["project_id"]), request)
+    return {"merged": merged, "strategy": strategy}
+
+
+def memory_merge_cancel(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """Cancel your own proposal."""
+    return env.git().cancel(env.principal, _req(args, "proposal_id"))
 
 
 HANDLERS: dict[str, Handler] = {
@@ -244,9 +356,18 @@ HANDLERS: dict[str, Handler] = {
     "memory_run_query": memory_run_query,
     "memory_operate": memory_operate,
     "memory_query": memory_query,
+    "memory_status": memory_status,
     "memory_ref_list": memory_ref_list,
     "memory_log": memory_log,
     "memory_show": memory_show,
+    "memory_diff": memory_diff,
+    "memory_context_at": memory_context_at,
+    "memory_branch_create": memory_branch_create,
+    "memory_changeset_create": memory_changeset_create,
+    "memory_merge_propose": memory_merge_propose,
+    "memory_merge_review": memory_merge_review,
+    "memory_merge": memory_merge,
+    "memory_merge_cancel": memory_merge_cancel,
 }
 
 
@@ -255,7 +376,7 @@ def _privileged_somewhere(env: ToolEnv, privilege: str) -> bool:
     return any(privilege in (m.get("privileges") or []) for m in listing.get("data", []))
 
 
-def compute_offers(env: ToolEnv, *, git: bool = False, repo: bool = False) -> Offers:
+def compute_offers(env: ToolEnv, *, repo: bool = False) -> Offers:
     """What this caller is offered: writes where it may write, queries/operations/languages
     where the provider declares them. Each probe that fails counts as "not offered"."""
     def probe(fn: Callable[[], bool]) -> bool:
@@ -285,6 +406,6 @@ def compute_offers(env: ToolEnv, *, git: bool = False, repo: bool = False) -> Of
         queries=probe(lambda: bool((provider_doc().get("queries") or {}).get("named"))),
         operations=probe(operations),
         languages=languages(),
-        git=git,
+        git=env.flow is not None,
         repo=repo,
     )

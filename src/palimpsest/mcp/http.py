@@ -17,6 +17,7 @@ from palimpsest.api import runtime
 from palimpsest.api.guard import PRINCIPAL_KEY
 from palimpsest.errors import Forbidden
 from palimpsest.mcp.server import chain_lifespan, http_endpoint
+from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.model import Caller
 
 MCP_PATH = "/mcp"
@@ -30,15 +31,17 @@ def _resolve(ctx: Any) -> Caller:
     return caller
 
 
-def mount_mcp(app: FastAPI, allowed_hosts: tuple[str, ...], *, git: bool = False) -> None:
-    """Add the streamable-HTTP MCP endpoint at ``/mcp`` (stateless, JSON responses)."""
+def mount_mcp(app: FastAPI, allowed_hosts: tuple[str, ...]) -> None:
+    """Add the streamable-HTTP MCP endpoint at ``/mcp`` (stateless, JSON responses); the
+    Memory Git tools are offered when the app carries Memory Git (``app.state.memory_git``)."""
     service = runtime.service(app)
     run = runtime.runner(app)
+    flow = getattr(app.state, "memory_git", None)
 
     async def invoke(fn: Callable[[], Any]) -> Any:
         return await run.run(fn)
 
     endpoint, lifespan = http_endpoint(service, _resolve, invoke, allowed_hosts=allowed_hosts,
-                                       git=git)
+                                       flow=flow if isinstance(flow, ReviewFlow) else None)
     app.router.routes.append(Route(MCP_PATH, endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     app.router.lifespan_context = chain_lifespan(app.router.lifespan_context, lifespan)

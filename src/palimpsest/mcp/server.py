@@ -34,6 +34,7 @@ from palimpsest.errors import PalError
 from palimpsest.mcp import render
 from palimpsest.mcp.handlers import HANDLERS, ToolEnv, compute_offers
 from palimpsest.mcp.tools import Offers, ToolSpec, find, offered
+from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 
@@ -56,7 +57,7 @@ class Binding:
     resolve: ResolveCaller
     invoke: Callable[[Callable[[], Any]], Awaitable[Any]]
     default_memory: str | None = None
-    git: bool = False
+    flow: ReviewFlow | None = None
     repo: bool = False
 
 
@@ -79,11 +80,12 @@ def build_server(binding: Binding) -> Server[Any]:
 
     async def offers_for(env: ToolEnv) -> Offers:
         result: Offers = await binding.invoke(
-            lambda: compute_offers(env, git=binding.git, repo=binding.repo))
+            lambda: compute_offers(env, repo=binding.repo))
         return result
 
     def env_of(ctx: ServerRequestContext[Any, Any]) -> ToolEnv:
-        return ToolEnv(binding.service, binding.resolve(ctx), binding.default_memory)
+        return ToolEnv(binding.service, binding.resolve(ctx), binding.default_memory,
+                       binding.flow)
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -117,7 +119,7 @@ def build_server(binding: Binding) -> Server[Any]:
 # ----- stdio (pal mcp) ----------------------------------------------------------------------
 
 async def serve_stdio(service: MemoryService, caller: Caller, *,
-                      default_memory: str | None = None, git: bool = False,
+                      default_memory: str | None = None, flow: ReviewFlow | None = None,
                       repo: bool = False) -> None:
     """Serve one authenticated caller over stdin/stdout until the client closes."""
     limiter = anyio.CapacityLimiter(1)  # one facade call at a time, off the event loop
@@ -125,7 +127,8 @@ async def serve_stdio(service: MemoryService, caller: Caller, *,
     async def invoke(fn: Callable[[], Any]) -> Any:
         return await anyio.to_thread.run_sync(fn, limiter=limiter)
 
-    server = build_server(Binding(service, lambda _ctx: caller, invoke, default_memory, git, repo))
+    server = build_server(Binding(service, lambda _ctx: caller, invoke, default_memory, flow,
+                                  repo))
     async with stdio_server() as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
@@ -152,10 +155,10 @@ def http_endpoint(
     invoke: Callable[[Callable[[], Any]], Awaitable[Any]],
     *,
     allowed_hosts: tuple[str, ...],
-    git: bool = False,
+    flow: ReviewFlow | None = None,
 ) -> tuple[StreamableHTTPASGIApp, Callable[[], Any]]:
     """The ASGI endpoint and the async context manager that must wrap the app's lifespan."""
-    server = build_server(Binding(service, resolve, invoke, None, git, False))
+    server = build_server(Binding(service, resolve, invoke, None, flow, False))
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True,
         security_settings=security_settings(allowed_hosts))
