@@ -40,7 +40,7 @@ from palimpsest.service.model import (
     unavailable,
 )
 from palimpsest.service.recall import scope_text
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage.sqlite import SqliteStore, load
 
 Clock = Callable[[], int]
 
@@ -79,6 +79,7 @@ class Core:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._last_us = 0
         self._real = clock is None
+        self._sealed: dict[str, RecordBody] = {}
         self._tree: tuple[int, Tree] | None = None
 
     # --- time -----------------------------------------------------------------------------
@@ -154,7 +155,10 @@ class Core:
                 history.check_replay(prior[0], digest)
                 stored: Wire = prior[1]
                 return stored
-            response = apply(key)
+            try:
+                response = apply(key)
+            finally:
+                self._sealed.clear()
             self.store.remember_response(principal, scope, key, digest, response, self.now_ms())
             return response
 
@@ -193,11 +197,12 @@ class Core:
                                                      row["body_digest"])
         eff = history.effects(cs, op, head)
         if isinstance(eff, history.NewVersion):
-            stored = self.store.body(eff.body_digest)
-            if stored is not None and history.body_matches(eff.body_digest, *stored):
-                body: RecordBody | None = body_from_stored(canonical.decode(stored[1]))
-            else:
-                body = None  # erased later in history, or damaged: indexed as nothing
+            body = self._sealed.pop(eff.body_digest, None)
+            if body is None:
+                stored = self.store.body(eff.body_digest)
+                if stored is not None and history.body_matches(eff.body_digest, *stored):
+                    body = body_from_stored(load(stored[1]))
+                # else: erased later in history, or damaged: indexed as nothing
             extra: dict[str, Any] = {}
             if eff.on_behalf_of is not None:
                 extra["on_behalf_of"] = eff.on_behalf_of.to_wire()
@@ -212,7 +217,8 @@ class Core:
                 standing=bool(body and body.attributes.get("standing") is True),
                 fts_text=document_text(body.text) if body else "",
                 scope=scope_text(eff.memory_id, "active", rtype),
-                edges=[(r.record_id, r.rel) for r in body.references] if body else ())
+                edges=[(r.record_id, r.rel) for r in body.references] if body else (),
+                existing=row["n"] if row is not None else None)
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
                 return
@@ -256,7 +262,7 @@ class Core:
         for row in self.store.versions(record_id):
             if row["data"] is None:
                 continue
-            for p in canonical.decode(row["data"])["content"]:
+            for p in load(row["data"])["content"]:
                 if p.get("type") == "file":
                     out.add(p["file"]["id"])
         return out
@@ -265,6 +271,7 @@ class Core:
         """Store a record body apart from history; returns the digest its op names."""
         digest, salt, data = history.seal_body(body)
         self.store.put_body(digest, salt, data)
+        self._sealed[digest] = body  # the projection in this transaction needs no re-read
         return digest
 
     # --- rendering ------------------------------------------------------------------------
@@ -274,7 +281,7 @@ class Core:
                 or not history.body_matches(row["body_digest"], row["salt"], row["data"]):
             raise unavailable("a record body is missing or fails its digest; run "
                               "pal admin rebuild or restore from a backup")
-        body = body_from_stored(canonical.decode(row["data"]))
+        body = body_from_stored(load(row["data"]))
         if as_of is not None:
             status = "forgotten" if row["forgotten_at"] and row["forgotten_at"] <= as_of \
                 else "active"
@@ -284,8 +291,8 @@ class Core:
             status = "forgotten"
         else:
             status = "active"
-        wb = canonical.decode(row["written_by"].encode())
-        extra = canonical.decode(row["extra"].encode())
+        wb = load(row["written_by"])
+        extra = load(row["extra"])
         v = int(row["version"])
         return RecordVersion(
             id=row["record_id"], memory_id=row["memory_id"], version=v, status=status,

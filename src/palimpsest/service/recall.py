@@ -69,6 +69,28 @@ def scoped_match(terms: Sequence[str], memory_ids: Sequence[str], statuses: Sequ
     return " AND ".join(parts)
 
 
+POSTINGS_BOUND: Final = 5000
+
+
+def bounded_terms(terms: Sequence[str], dfs: Mapping[str, int]) -> tuple[list[str], bool]:
+    """The terms whose postings the BM25 pass ranks, and whether even those exceed the bound.
+
+    Terms no record holds are dropped. Rarest first, terms are kept while their summed document
+    frequency stays within :data:`POSTINGS_BOUND`; the rarest is always kept. When it alone is
+    above the bound, storage ranks only its newest matches (``bounded``).
+    """
+    present = sorted((t for t in dict.fromkeys(terms) if dfs.get(t, 0) > 0),
+                     key=lambda t: (dfs[t], t))
+    kept: list[str] = []
+    total = 0
+    for t in present:
+        if kept and total + dfs[t] > POSTINGS_BOUND:
+            break
+        kept.append(t)
+        total += dfs[t]
+    return kept, total > POSTINGS_BOUND
+
+
 def search_terms(req: RecallRequest) -> list[str]:
     """Analysed words of the lexical search: ``text``, and ``query`` words as a fallback."""
     raw = " ".join(x for x in (req.text, req.query) if x)

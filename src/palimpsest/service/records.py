@@ -353,7 +353,11 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
     if req.as_of is not None:
         return _scan_as_of(core, req, reach, terms, statuses)
     if terms:
-        match = rc.scoped_match(terms, reach, statuses, req.types)
+        # Rarest terms first; very common ones are left to the re-ranker's coverage signal
+        # so the BM25 pass ranks a bounded number of postings (rc.POSTINGS_BOUND).
+        dfs = core.store.term_docs(terms)
+        kept, bounded = rc.bounded_terms(terms, dfs)
+        match = rc.scoped_match(kept, reach, statuses, req.types)
         if match is None:
             return out, False
         # Candidates from BM25, filtered, then re-ranked (search.rank) into the final order.
@@ -362,7 +366,8 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
         scanned = 0
         exhausted = False
         while len(cands) < want and scanned < rc.SCAN_CAP:
-            hits = core.store.search(match, want, scanned)
+            hits = core.store.search_bounded(match, rc.POSTINGS_BOUND, want) if bounded \
+                else core.store.search(match, want, scanned)
             scanned += len(hits)
             rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
             for n, score, analysed in hits:
@@ -374,7 +379,7 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
                     cands[rec.id] = (rec, rank.Candidate(rec.id, rec.body.text, score,
                                                          rec.written_at, rec.body.attributes,
                                                          analysed))
-            if len(hits) < want:
+            if len(hits) < want or bounded:
                 exhausted = True
                 break
         ranked = rank.rerank(req.query, [c for _, c in cands.values()], limit=wanted,

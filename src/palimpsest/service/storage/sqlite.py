@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import sqlite3
 import threading
@@ -89,6 +90,7 @@ CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
 CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
 CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, scope,
   tokenize='{FTS5_TOKENIZE}');
+CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
 CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
   media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
   created_at INTEGER NOT NULL);
@@ -100,6 +102,15 @@ CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
 """
+
+
+def load(data: bytes | str) -> Any:
+    """Parse JSON this service wrote itself with :func:`canonical.encode`.
+
+    The strict decoder guards untrusted input; these bytes never came from a client directly
+    (bodies were validated before they were encoded), and recall reads many of them.
+    """
+    return json.loads(data)
 
 
 def _priv_text(privs: Iterable[str]) -> str:
@@ -149,6 +160,8 @@ class SqliteStore:
             # Erase must not leave freed pages holding the erased bytes.
             self._db.execute("PRAGMA secure_delete=ON")
             self._db.execute("PRAGMA cache_size=-65536")
+            # Checkpoint less often: each checkpoint fsyncs the database file.
+            self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(_SCHEMA)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
@@ -368,7 +381,7 @@ class SqliteStore:
         """``(request digest, stored response)`` for a used key."""
         r = self._one("SELECT digest, response FROM idempotency WHERE principal=? AND scope=? "
                       "AND key=?", (principal, scope, key))
-        return (r["digest"], canonical.decode(r["response"])) if r else None
+        return (r["digest"], load(r["response"])) if r else None
 
     def remember_response(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
                           response: Any, now: int) -> None:
@@ -411,7 +424,7 @@ class SqliteStore:
         r = self._one("SELECT doc FROM changesets WHERE id=?", (cid,))
         if r is None:
             return None
-        doc: dict[str, Any] = canonical.decode(r["doc"])
+        doc: dict[str, Any] = load(r["doc"])
         return doc
 
     def changeset_docs(self, memory_id: str | None = None) -> Iterator[dict[str, Any]]:
@@ -419,7 +432,7 @@ class SqliteStore:
         cur = self._db.execute("SELECT doc FROM changesets WHERE (? IS NULL OR memory_id=?) "
                                "ORDER BY seq", (memory_id, memory_id))
         for r in cur.fetchall():
-            yield canonical.decode(r["doc"])
+            yield load(r["doc"])
 
     # --- bodies ---------------------------------------------------------------------------
     def put_body(self, digest: str, salt: bytes, data: bytes) -> None:
@@ -445,7 +458,8 @@ class SqliteStore:
     def project_version(self, *, record_id: str, memory_id: str, version: int, type: str,
                         body_digest: str, written_at: str, written_by: str, extra: str,
                         changeset_id: str, standing: bool, fts_text: str, scope: str,
-                        edges: Sequence[tuple[str, str]] = ()) -> None:
+                        edges: Sequence[tuple[str, str]] = (), existing: int | None = None
+                        ) -> None:
         """Apply a new version: supersede the previous one, move the record, reindex."""
         if version > 1:
             self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
@@ -453,8 +467,7 @@ class SqliteStore:
         self._x("INSERT INTO versions VALUES (?,?,?,?,?,NULL,NULL,?,?,?)",
                 (record_id, version, memory_id, body_digest, written_at, written_by, extra,
                  changeset_id))
-        head = self.record_head(record_id)
-        if head is None:
+        if existing is None:
             cur = self._db.execute(
                 "INSERT INTO records (id, memory_id, type, version, status, written_at, "
                 "body_digest, standing) VALUES (?,?,?,?,?,?,?,?)",
@@ -462,7 +475,7 @@ class SqliteStore:
                  int(standing)))
             n = cur.lastrowid
         else:
-            n = head["n"]
+            n = existing
             self._x("UPDATE records SET version=?, status='active', written_at=?, "
                     "body_digest=?, standing=? WHERE n=?",
                     (version, written_at, body_digest, int(standing), n))
@@ -577,6 +590,29 @@ class SqliteStore:
                        "ORDER BY rank LIMIT ? OFFSET ?", (match, limit, offset))
         return [(int(r["rowid"]), -float(r["rank"]), r["text"]) for r in rows]
 
+    def search_bounded(self, match: str, bound: int, limit: int
+                       ) -> list[tuple[int, float, str]]:
+        """BM25 over only the newest ``bound`` matches (for terms too common to rank all of
+        their postings within the latency budget): ``(row number, score, analysed text)``."""
+        rows = self._q("SELECT rowid, s FROM (SELECT rowid, bm25(record_fts, 1.0, 0.0) AS s "
+                       "FROM record_fts WHERE record_fts MATCH ? ORDER BY rowid DESC LIMIT ?) "
+                       "ORDER BY s LIMIT ?", (match, bound, limit))
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        texts = {r["rowid"]: r["text"] for r in self._q(
+            f"SELECT rowid, text FROM record_fts WHERE rowid IN ({marks})",  # noqa: S608
+            [r["rowid"] for r in rows])}
+        return [(int(r["rowid"]), -float(r["s"]), texts.get(r["rowid"], "")) for r in rows]
+
+    def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
+        out: dict[str, int] = {}
+        for term in terms:
+            r = self._one("SELECT doc FROM record_vocab WHERE term=?", (term,))
+            out[term] = int(r["doc"]) if r else 0
+        return out
+
     def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
         """Which memory holds each record id (for references and graph edges)."""
         out: dict[str, str] = {}
@@ -670,13 +706,13 @@ class SqliteStore:
     def doc(self, kind: str, did: str) -> tuple[str | None, Any] | None:
         """``(memory_id, doc)`` or ``None``."""
         r = self._one("SELECT memory_id, doc FROM docs WHERE kind=? AND id=?", (kind, did))
-        return (r["memory_id"], canonical.decode(r["doc"])) if r else None
+        return (r["memory_id"], load(r["doc"])) if r else None
 
     def docs(self, kind: str, memory_id: str) -> list[Any]:
         """Documents of one kind for a memory, newest first."""
-        return [canonical.decode(r["doc"]) for r in self._q(
+        return [load(r["doc"]) for r in self._q(
             "SELECT doc FROM docs WHERE kind=? AND memory_id=? ORDER BY created_at DESC, "
             "rowid DESC", (kind, memory_id))]
 
 
-__all__ = ["SqliteStore", "hash_secret"]
+__all__ = ["SqliteStore", "hash_secret", "load"]
