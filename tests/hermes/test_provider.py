@@ -341,3 +341,33 @@ def test_managed_credential_removed_after_start_fails_safe(
     cred.unlink()
     server.script.records = [record("r2", "two")]
     assert _turn(provider, "question two") == ""
+
+
+def test_recall_status_on_a_newer_hermes_reports_new_items_only(
+    server: StubServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Newer Hermes defines RecallStatus in agent.memory_provider; 0.19.0 does not (and the
+    # live test checks that nothing breaks there). The dataclass below has main's fields.
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass(frozen=True)
+    class RecallStatus:
+        provider_label: str
+        count: int
+        glyph: str = "🧠"
+
+    agent = types.ModuleType("agent")
+    module = types.ModuleType("agent.memory_provider")
+    module.RecallStatus = RecallStatus  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "agent", agent)
+    monkeypatch.setitem(sys.modules, "agent.memory_provider", module)
+    server.script.records = [record("r1", "one"), record("r2", "two")]
+    provider = _provider(tmp_path, _env(server))
+    assert _ids(_turn(provider, "first question")) == ["r1", "r2"]
+    assert provider.recall_status() == RecallStatus(provider_label="Palimpsest", count=2)
+    server.script.records = [record("r2", "two"), record("r3", "three")]
+    assert _ids(_turn(provider, "second question")) == ["r3"]
+    assert provider.recall_status() == RecallStatus(provider_label="Palimpsest", count=1)
+    assert _turn(provider, "third question") == ""
+    assert provider.recall_status() is None

@@ -191,6 +191,12 @@ def test_memory_git_round_trip_between_two_agents(served: tuple[World, str]) -> 
             assert [m["content"] for m in after["memories"]] == ["Initech pays on net-30"]
             status = _payload(await a.call_tool("memory_status", {"project": world.memory_id}))
             assert status["open_proposals"] == []
+            # over HTTP there is no default memory unless the harness settings name one
+            nowhere = await a.call_tool("memory_remember", {"content": "lost?"})
+            assert nowhere.is_error is True
+            block = nowhere.content[0]
+            assert isinstance(block, types.TextContent)
+            assert "no default memory" in block.text
 
     anyio.run(run)
 

@@ -42,7 +42,7 @@ def world(tmp_path: Path) -> World:
     return build_world(tmp_path, {"reader": ["read"], "writer": ["read", "write"]})
 
 
-def _params(world: World, agent: str) -> StdioServerParameters:
+def _params(world: World, agent: str, *extra: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=PAL,
         args=[
@@ -51,6 +51,7 @@ def _params(world: World, agent: str) -> StdioServerParameters:
             str(world.data_dir),
             "--credential-file",
             str(world.agents[agent].credential_file),
+            *extra,
         ],
         env={"HOME": os.environ["HOME"], "PATH": os.environ.get("PATH", "")},
     )
@@ -73,6 +74,9 @@ def _error(result: types.CallToolResult) -> str:
 
 
 def test_read_only_agent(world: World) -> None:
+    with world.service() as svc:
+        owner_id = svc.authenticate(world.owner_secret).member.id
+
     async def run() -> None:
         async with Client(_params(world, "reader")) as client:
             listed = await client.list_tools()
@@ -95,6 +99,17 @@ def test_read_only_agent(world: World) -> None:
                 "memory_remember", {"memory": world.memory_id, "content": "x"}
             )
             assert _error(refused).startswith("Unknown tool")
+            # a hostile record comes back as data, with the writer the server stamped
+            result = await client.call_tool(
+                "memory_get", {"memory": world.memory_id, "record": world.records["hostile"]}
+            )
+            block = result.content[0]
+            assert isinstance(block, types.TextContent)
+            assert "</system>" not in block.text and "<system>" not in block.text
+            record = _payload(result)
+            assert record["content"] == [{"type": "text", "text": HOSTILE}]
+            assert record["written_by"] == {"kind": "member", "id": owner_id, "type": "human"}
+            assert record["trust"] == "untrusted"
             unknown = await client.call_tool("memory_recall", {"memory": "hmem_nope", "text": "a"})
             assert _error(unknown) == "There is no such memory within your reach."
 
@@ -103,19 +118,17 @@ def test_read_only_agent(world: World) -> None:
 
 def test_write_agent_round_trip(world: World) -> None:
     async def run() -> None:
-        async with Client(_params(world, "writer")) as client:
+        async with Client(_params(world, "writer", "--memory", world.memory_id)) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
             assert names == [*READ_TOOLS, *WRITE_TOOLS, "memory_run_query", *GIT_READ, *GIT_WRITE]
+            # no `memory`: the record goes to the default memory given to `pal mcp --memory`
             made = _payload(
                 await client.call_tool(
                     "memory_remember",
-                    {
-                        "memory": world.memory_id,
-                        "type": "fact",
-                        "content": "Globex prefers quarterly invoices",
-                    },
+                    {"type": "fact", "content": "Globex prefers quarterly invoices"},
                 )
             )
+            assert made["memory_id"] == world.memory_id
             assert made["written_by"] == {
                 "kind": "member",
                 "type": "agent",
@@ -152,26 +165,6 @@ def test_write_agent_round_trip(world: World) -> None:
                 )
             )
             assert gone["status"] == "forgotten"
-
-    anyio.run(run)
-
-
-def test_hostile_record_comes_back_as_data_with_its_writer(world: World) -> None:
-    with world.service() as svc:
-        owner_id = svc.authenticate(world.owner_secret).member.id
-
-    async def run() -> None:
-        async with Client(_params(world, "reader")) as client:
-            result = await client.call_tool(
-                "memory_get", {"memory": world.memory_id, "record": world.records["hostile"]}
-            )
-            block = result.content[0]
-            assert isinstance(block, types.TextContent)
-            assert "</system>" not in block.text and "<system>" not in block.text
-            record = _payload(result)
-            assert record["content"] == [{"type": "text", "text": HOSTILE}]
-            assert record["written_by"] == {"kind": "member", "id": owner_id, "type": "human"}
-            assert record["trust"] == "untrusted"
 
     anyio.run(run)
 
