@@ -7,6 +7,8 @@ reference builder with the server's configured key (PAL_MERGE_HMAC_KEYS)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.server import ok, provision, start
+from tests.api.server import ok, pal_command, provision, start
 from tests.memory_git import refenvelope as ref
 
 KEY_OLD = "o" * 40
@@ -38,7 +40,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                             "privileges": ["read", "write"]}))
         yield {"server": server, "alice": alice, "bob": bob, "project": memory["id"],
                "ids": {n: f"member:{members[n].id}" for n in ("alice", "bob")},
-               "mids": {n: members[n].id for n in ("alice", "bob")}}
+               "mids": {n: members[n].id for n in ("alice", "bob")},
+               "tokens": {n: members[n].token for n in ("alice", "bob")}}
     finally:
         server.stop()
 
@@ -258,3 +261,31 @@ def test_closed_payload_keys_at_the_boundary(world: dict[str, Any]) -> None:
                                               "payload": {"content": "x", "rogue": True}}]})
     body = lethe_err(resp, 400, "unknown-payload-key")
     assert "rogue" in body["message"]
+
+
+def pal(w: dict[str, Any], who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAL_URL": w["server"].url, "PAL_CREDENTIAL": w["tokens"][who]}
+    return subprocess.run(pal_command("memory-git", *args), capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+
+
+def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
+    p = world["project"]
+    mine = f"refs/agents/{world['mids']['bob']}/main"
+    assert pal(world, "bob", "branch", p, mine).returncode == 0
+    made = pal(world, "bob", "--json", "commit", p, mine, "--add", "Bob's note\x1b[31m",
+               "--kind", "observation", "-m", "cli")
+    assert made.returncode == 0, made.stderr
+    prop = json.loads(pal(world, "bob", "--json", "propose", p, mine).stdout)
+    denied = pal(world, "bob", "review", prop["proposal_id"], "approve")
+    assert denied.returncode == 1 and denied.stdout == ""
+    assert denied.stderr.startswith("pal: ") and "self-review" in denied.stderr
+    assert denied.stderr.count("\n") == 1
+    assert pal(world, "alice", "review", prop["proposal_id"], "approve").returncode == 0
+    merged = pal(world, "alice", "--json", "merge", p, prop["proposal_id"])
+    assert merged.returncode == 0, merged.stderr
+    shown = pal(world, "alice", "context", p, "--query", "note")
+    assert shown.returncode == 0 and "Bob's note" in shown.stdout
+    assert "\x1b" not in shown.stdout  # author text never reaches the terminal as controls
+    as_json = json.loads(pal(world, "alice", "--json", "context", p, "--query", "note").stdout)
+    assert as_json["memories"][0]["content"] == "Bob's note\x1b[31m"
