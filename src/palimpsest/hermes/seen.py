@@ -60,10 +60,10 @@ class SeenStore:
         body = json.dumps({"version": FILE_VERSION, "sessions": sessions}, separators=(",", ":"))
         handle, temp = tempfile.mkstemp(dir=directory, prefix=".seen-", suffix=".tmp")
         try:
+            # no fsync: prefetch must stay fast, and a set lost in a crash only means a
+            # record may be shown twice (a damaged file reads as empty)
             with os.fdopen(handle, "w", encoding="utf-8") as out:
                 out.write(body)
-                out.flush()
-                os.fsync(out.fileno())
             os.chmod(temp, 0o600)
             os.replace(temp, self.path)
         except BaseException:
