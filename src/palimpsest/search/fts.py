@@ -22,6 +22,12 @@ from palimpsest.search.analyzer import analyze, query_terms
 FTS5_TOKENIZE = "unicode61 remove_diacritics 0"
 """The ``tokenize=`` option for FTS5 tables holding :func:`document_text` output."""
 
+CONTEXT_WEIGHT = 0.5
+"""BM25 weight of an episode's ``context`` column (the episode written just before it in the
+same memory) relative to 1.0 for its own text. In a conversation the answer is often the turn
+after the one that repeats the question's words; a low weight lets that turn rank without
+outranking a record that holds the words itself."""
+
 MAX_QUERY_TERMS = 64
 """At most this many distinct terms from a query reach FTS5; the rest are ignored."""
 
@@ -71,6 +77,7 @@ def match_expression(text: str, mode: MatchMode = "any") -> str | None:
 
 
 __all__ = [
+    "CONTEXT_WEIGHT",
     "FTS5_TOKENIZE",
     "MAX_QUERY_TERMS",
     "MatchMode",

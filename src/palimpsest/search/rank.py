@@ -14,6 +14,7 @@ Pure: no SQL, no clock, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -55,18 +56,56 @@ def candidate_limit(limit: int) -> int:
     return max(DEFAULT_CANDIDATES, 4 * limit)
 
 
-def _coverage_scores(terms: Sequence[str], candidates: Sequence[Candidate]) -> list[float]:
-    """Distinct query terms present, weighted by rarity among the candidates."""
-    if not terms:
-        return [0.0] * len(candidates)
-    bags = [set(c.analyzed.split() if c.analyzed is not None else analyze(c.text))
-            for c in candidates]
-    n = len(candidates)
-    weights = {}
+COVERAGE_WEIGHT = 1.0
+PROXIMITY_WEIGHT = 0.0
+PROXIMITY_WINDOW = 4
+RRF_K = 60.0
+
+
+def _tokens(candidate: Candidate) -> list[str]:
+    if candidate.analyzed is not None:
+        return candidate.analyzed.split()
+    return analyze(candidate.text)
+
+
+def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
+    """Rarity of each query term among the candidates (0 for a term none of them holds)."""
+    n = len(bags)
+    out: dict[str, float] = {}
     for term in terms:
         df = sum(1 for bag in bags if term in bag)
-        weights[term] = 1.0 / (1.0 + df / max(n, 1)) if df else 0.0
-    return [sum(weights[t] for t in terms if t in bag) for bag in bags]
+        out[term] = math.log(1.0 + (n - df + 0.5) / (df + 0.5)) if df else 0.0
+    return out
+
+
+def _coverage(terms: Sequence[str], bag: set[str], idf: Mapping[str, float]) -> float:
+    """Sum of the rarity of the distinct query terms a record holds."""
+    return sum(idf[t] for t in terms if t in bag)
+
+
+def _proximity(terms: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]) -> float:
+    """Rarity-weighted pairs of distinct query terms found within a small window."""
+    wanted = set(terms)
+    positions = [(i, t) for i, t in enumerate(tokens) if t in wanted]
+    score = 0.0
+    seen: set[tuple[str, str]] = set()
+    for a in range(len(positions)):
+        i, t = positions[a]
+        for b in range(a + 1, len(positions)):
+            j, u = positions[b]
+            if j - i > PROXIMITY_WINDOW:
+                break
+            pair = (t, u) if t < u else (u, t)
+            if t != u and pair not in seen:
+                seen.add(pair)
+                score += min(idf[t], idf[u])
+    return score
+
+
+def _order(candidates: Sequence[Candidate], values: Sequence[float]) -> tuple[str, ...]:
+    ranked = sorted(zip(candidates, values, strict=True),
+                    key=lambda cv: (-cv[1], -cv[0].lexical, cv[0].key))
+    return tuple(c.key for c, v in ranked if v > 0)
 
 
 def rerank(
@@ -82,17 +121,22 @@ def rerank(
     """
     if not candidates or limit <= 0:
         return []
+    name = "text" if text and not query else "query"
     lexical = sorted(candidates, key=lambda c: (-c.lexical, c.key))
-    signals = [Signal("text" if text and not query else "query", tuple(c.key for c in lexical))]
-    words = " ".join(x for x in (query, text) if x)
-    terms = query_terms(words)
-    coverage = _coverage_scores(terms, candidates)
-    by_cov = sorted(
-        zip(candidates, coverage, strict=True), key=lambda cc: (-cc[1], -cc[0].lexical, cc[0].key)
-    )
-    signals.append(Signal("coverage", tuple(c.key for c, _ in by_cov), weight=1.0))
-    fused = reciprocal_rank_fusion(signals, limit=limit)
-    return [Ranked(f.key, f.score, tuple(s for s in f.signals if s != "coverage")) for f in fused]
+    signals = [Signal(name, tuple(c.key for c in lexical))]
+    terms = query_terms(" ".join(x for x in (query, text) if x))
+    if terms:
+        tokens = [_tokens(c) for c in candidates]
+        bags = [set(t) for t in tokens]
+        idf = _idf(terms, bags)
+        if COVERAGE_WEIGHT:
+            cov = [_coverage(terms, bag, idf) for bag in bags]
+            signals.append(Signal("coverage", _order(candidates, cov), COVERAGE_WEIGHT))
+        if PROXIMITY_WEIGHT and len(terms) > 1:
+            prox = [_proximity(terms, t, idf) for t in tokens]
+            signals.append(Signal("proximity", _order(candidates, prox), PROXIMITY_WEIGHT))
+    fused = reciprocal_rank_fusion(signals, k=RRF_K, limit=limit)
+    return [Ranked(f.key, f.score, (name,)) for f in fused]
 
 
 __all__ = ["DEFAULT_CANDIDATES", "Candidate", "Ranked", "candidate_limit", "rerank"]
