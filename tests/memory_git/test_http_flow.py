@@ -289,3 +289,39 @@ def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     assert "\x1b" not in shown.stdout  # author text never reaches the terminal as controls
     as_json = json.loads(pal(world, "alice", "--json", "context", p, "--query", "note").stdout)
     assert as_json["memories"][0]["content"] == "Bob's note\x1b[31m"
+
+
+def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    reviewed = ok(alice.post("/v1/memories", json={"name": "Policies"}))["id"]
+    ok(alice.post(f"/v1/memories/{reviewed}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    write = {"type": "fact", "title": "Refunds", "content": "Refunds within 30 days"}
+    not_yet = bob.post(f"/api/memory/{reviewed}/records", json=write,
+                       headers={"Idempotency-Key": "w0"})
+    lethe_err(not_yet, 409, "review-not-required")
+    lethe_err(bob.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}),
+              403, "memory_forbidden")
+    on = ok(alice.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}))
+    assert on["review_required"] is True and on["reviewed_types"] == ["agent"]
+    pending = ok(bob.post(f"/api/memory/{reviewed}/records", json=write,
+                          headers={"Idempotency-Key": "w1"}), 202)
+    assert pending["object"] == "memory.pending_review"
+    again = ok(bob.post(f"/api/memory/{reviewed}/records", json=write,
+                        headers={"Idempotency-Key": "w1"}), 202)
+    assert again == pending
+    # accepted memory is unchanged; the author sees its own pending ref on request
+    assert ok(alice.get(f"/api/memory/{reviewed}/context"))["memories"] == []
+    own = ok(bob.get(f"/api/memory/{reviewed}/context", params={"ref": pending["ref_name"]}))
+    assert [m["content"] for m in own["memories"]] == ["Refunds\nRefunds within 30 days"]
+    lethe_err(alice.get(f"/api/memory/{reviewed}/context", params={"ref": pending["ref_name"]}),
+              403, "ref-not-owned")
+    ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
+                  json={"verdict": "approve"}), 201)
+    req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))
+    ok(alice.post(f"/api/memory/{reviewed}/refs/merge", json=req))
+    accepted = ok(bob.get(f"/api/memory/{reviewed}/context"))["memories"]
+    assert [(m["memory_id"], m["kind"]) for m in accepted] == [(pending["memory_id"], "fact")]
+    changed = bob.post(f"/api/memory/{reviewed}/records", json={**write, "content": "90 days"},
+                       headers={"Idempotency-Key": "w1"})
+    lethe_err(changed, 409, "idempotency_mismatch")

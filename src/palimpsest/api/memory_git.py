@@ -29,6 +29,7 @@ from palimpsest.api.guard import PRINCIPAL_KEY
 from palimpsest.api.runtime import json_response
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
 from palimpsest.service.gitflow import ReviewFlow
+from palimpsest.service.gitreview import ReviewedWrites
 from palimpsest.service.gitsetup import ServiceAccess, open_flow
 
 router = APIRouter(prefix="/api/memory", tags=["memory-git"])
@@ -267,6 +268,34 @@ async def cancel(request: Request, proposal_id: str) -> Response:
              openapi_extra=_OBJECT_BODY)
 async def authorize(request: Request, proposal_id: str) -> Response:
     return await _run(request, _flow(request).authorize, proposal_id, body=True)
+
+
+# --- reviewed memories (project extension) ------------------------------------------------------
+@router.get("/{project}/settings", summary="Review settings of a memory (extension)")
+async def settings(request: Request, project: str) -> Response:
+    return await _run(request, ReviewedWrites(_flow(request)).settings, project)
+
+
+@router.put("/{project}/settings", summary="Require review for agents' writes (extension)",
+            openapi_extra=_OBJECT_BODY)
+async def put_settings(request: Request, project: str) -> Response:
+    return await _run(request, ReviewedWrites(_flow(request)).put_settings, project, body=True)
+
+
+@router.post("/{project}/records",
+             summary="A write into a reviewed memory: lands on your ref, opens a proposal",
+             openapi_extra=_OBJECT_BODY)
+async def reviewed_write(request: Request, project: str) -> Response:
+    gate = ReviewedWrites(_flow(request))
+    key = request.headers.get("idempotency-key") or ""
+    if not key or len(key) > 255:
+        return lethe_error(InvalidInput("a reviewed write needs an Idempotency-Key header "
+                                        "(at most 255 characters)", code="missing-field"))
+
+    def call(principal: str, body: dict[str, Any]) -> Any:
+        return gate.write(principal, project, body, idempotency_key=key)
+
+    return await _run(request, call, status=202, body=True)
 
 
 __all__ = ["install", "lethe_error", "router"]

@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS mg_conflicts (
   conflict_id TEXT NOT NULL, proposal_id TEXT NOT NULL, project_id TEXT NOT NULL,
   status TEXT NOT NULL, doc TEXT NOT NULL, seq INTEGER NOT NULL,
   PRIMARY KEY (conflict_id, proposal_id));
+CREATE TABLE IF NOT EXISTS mg_settings (
+  project_id TEXT PRIMARY KEY, doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS mg_seq (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER);
 INSERT OR IGNORE INTO mg_seq VALUES (1, 0);
 """
@@ -397,6 +399,17 @@ class GitStore:
         with self._tx() as db:
             db.execute("INSERT INTO mg_manifests VALUES (?, ?, ?)",
                        (doc["manifest_id"], doc["project_id"], _dump(doc)))
+
+    def settings(self, project: str) -> dict[str, Any]:
+        """Per-project Memory Git settings (``{}`` when never set)."""
+        row = self._one("SELECT doc FROM mg_settings WHERE project_id = ?", (project,))
+        return dict(_load(row[0])) if row else {}
+
+    def put_settings(self, project: str, doc: dict[str, Any]) -> None:
+        """Replace the settings of a project."""
+        with self._tx() as db:
+            db.execute("INSERT INTO mg_settings VALUES (?, ?) ON CONFLICT (project_id) "
+                       "DO UPDATE SET doc = excluded.doc", (project, _dump(doc)))
 
     def _unsafe_set_head(self, project: str, name: str, head: str | None) -> None:
         """Test-only: force a ref (e.g. cycle it back) without any check. Never call in code."""
