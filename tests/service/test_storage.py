@@ -33,8 +33,13 @@ def test_rebuild_reproduces_every_projection(svc: MemoryService, owner: Caller) 
     svc.forget(owner, mid, ids[1])
     svc.erase(owner, mid, {"record_ids": [ids[2]]})
     before = snapshot(svc, owner, mid)
+    assert svc.get_memory(owner, mid)["records"] == {"count": 10}  # 12 - forgotten - erased
+    svc.revise(owner, mid, ids[1], {"content": "back again"})  # a forgotten record returns
+    assert svc.get_memory(owner, mid)["records"] == {"count": 11}
+    before = snapshot(svc, owner, mid)
     report = svc.rebuild()
-    assert report["verified"] == 15 and report["records"] == 11 and report["versions"] == 12
+    assert svc.get_memory(owner, mid)["records"] == {"count": 11}
+    assert report["verified"] == 16 and report["records"] == 11 and report["versions"] == 13
     assert snapshot(svc, owner, mid) == before
 
 

@@ -39,7 +39,6 @@ from palimpsest.service.model import (
     not_found,
     unavailable,
 )
-from palimpsest.service.recall import scope_text
 from palimpsest.service.storage.sqlite import SqliteStore, load
 
 Clock = Callable[[], int]
@@ -216,14 +215,13 @@ class Core:
                 extra=canonical.encode(extra).decode(), changeset_id=eff.changeset_id,
                 standing=bool(body and body.attributes.get("standing") is True),
                 fts_text=document_text(body.text) if body else "",
-                scope=scope_text(eff.memory_id, "active", rtype),
                 edges=[(r.record_id, r.rel) for r in body.references] if body else (),
-                existing=row["n"] if row is not None else None)
+                existing=row["n"] if row is not None else None,
+                was_forgotten=row is not None and row["status"] == "forgotten")
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
                 return
-            self.store.project_forget(eff.record_id, eff.at,
-                                      scope_text(row["memory_id"], "forgotten", row["type"]))
+            self.store.project_forget(eff.record_id, eff.at)
         else:
             for fid in self._file_ids(eff.record_id):
                 self.store.delete_file(fid)

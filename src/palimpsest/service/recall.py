@@ -16,14 +16,12 @@ this runs; nothing here widens it. Storage calls live in :mod:`memories`.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.search.analyzer import analyze, query_terms
-from palimpsest.search.fts import match_terms, quote_term
 from palimpsest.service.model import Memory, RecordVersion, Wire
 from palimpsest.service.wire import AllOf, AnyOf, Cond, Filter, RecallRequest
 
@@ -33,43 +31,7 @@ SCAN_CAP: Final = 5000  # candidates examined per recall before reporting a part
 FENCE: Final = "untrusted-memory-data"
 
 
-# --- index scope tokens --------------------------------------------------------------------
-def memory_token(memory_id: str) -> str:
-    """The token that scopes an index entry to its memory (opaque ids hashed to [0-9a-f])."""
-    return "m" + hashlib.sha256(memory_id.encode()).hexdigest()[:20]
-
-
-def type_token(record_type: str) -> str:
-    """The token for a record type (x.-types hold dots the tokenizer would split)."""
-    return "t" + hashlib.sha256(record_type.encode()).hexdigest()[:12]
-
-
-def scope_text(memory_id: str, status: str, record_type: str) -> str:
-    """The ``scope`` column of an index entry."""
-    return f"{memory_token(memory_id)} s{status} {type_token(record_type)}"
-
-
-def scoped_match(terms: Sequence[str], memory_ids: Sequence[str], statuses: Sequence[str],
-                 types: Sequence[str] | None) -> str | None:
-    """A MATCH expression: any of ``terms`` in the text column, restricted to the reach.
-
-    The reach goes into the FTS5 query itself, so the engine intersects postings instead of
-    ranking rows the caller may not read. ``None`` when no term is searchable.
-    """
-    words = match_terms(terms, "any")
-    if words is None or not memory_ids:
-        return None
-    parts = [
-        "scope : (" + " OR ".join(quote_term(memory_token(m)) for m in memory_ids) + ")",
-        "scope : (" + " OR ".join(quote_term(f"s{s}") for s in statuses) + ")",
-    ]
-    if types:
-        parts.append("scope : (" + " OR ".join(quote_term(type_token(t)) for t in types) + ")")
-    parts.append(f"text : ({words})")
-    return " AND ".join(parts)
-
-
-POSTINGS_BOUND: Final = 5000
+POSTINGS_BOUND: Final = 2000
 
 
 def bounded_terms(terms: Sequence[str], dfs: Mapping[str, int]) -> tuple[list[str], bool]:

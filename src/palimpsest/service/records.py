@@ -7,6 +7,7 @@ to the projection and the search index in the same transaction.
 from __future__ import annotations
 
 from palimpsest.search import rank
+from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
 from palimpsest.service import recall as rc
 from palimpsest.service.access import View
@@ -288,7 +289,10 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
             core.commit(memory_id, caller.writer, k, ops, "erase")
         return {"object": "memory.erasure", "erased": erased, "unreachable": unreachable}
 
-    return core.idempotent(caller, memory_id, "erase", {"record_ids": rids}, key, apply, check)
+    out = core.idempotent(caller, memory_id, "erase", {"record_ids": rids}, key, apply, check)
+    if out["erased"]:
+        core.store.compact_after_erase()
+    return out
 
 
 def upload_file(core: Core, caller: Caller, data: bytes, name: str, media_type: str,  # noqa: PLR0917
@@ -342,8 +346,8 @@ def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
 
 def search(core: Core, req: wire.RecallRequest, reach: list[str]
            ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """Candidates → filters → the first ``limit``; returns results and whether the scan was cut
-    short before the candidates ran out."""
+    """Candidates → filters → re-rank → the first ``limit``; also returns whether a scan was
+    cut short (reported in ``degraded``)."""
     statuses = ("active",) if req.include == "active" else ("active", "forgotten")
     terms = rc.search_terms(req)
     wanted = req.limit
@@ -353,39 +357,7 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
     if req.as_of is not None:
         return _scan_as_of(core, req, reach, terms, statuses)
     if terms:
-        # Rarest terms first; very common ones are left to the re-ranker's coverage signal
-        # so the BM25 pass ranks a bounded number of postings (rc.POSTINGS_BOUND).
-        dfs = core.store.term_docs(terms)
-        kept, bounded = rc.bounded_terms(terms, dfs)
-        match = rc.scoped_match(kept, reach, statuses, req.types)
-        if match is None:
-            return out, False
-        # Candidates from BM25, filtered, then re-ranked (search.rank) into the final order.
-        want = rank.candidate_limit(wanted)
-        cands: dict[str, tuple[RecordVersion, rank.Candidate]] = {}
-        scanned = 0
-        exhausted = False
-        while len(cands) < want and scanned < rc.SCAN_CAP:
-            hits = core.store.search_bounded(match, rc.POSTINGS_BOUND, want) if bounded \
-                else core.store.search(match, want, scanned)
-            scanned += len(hits)
-            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
-            for n, score, analysed in hits:
-                row = rows.get(n)
-                if row is None:
-                    continue
-                rec = core.version(row)
-                if req.filters is None or rc.matches(req.filters, rec):
-                    cands[rec.id] = (rec, rank.Candidate(rec.id, rec.body.text, score,
-                                                         rec.written_at, rec.body.attributes,
-                                                         analysed))
-            if len(hits) < want or bounded:
-                exhausted = True
-                break
-        ranked = rank.rerank(req.query, [c for _, c in cands.values()], limit=wanted,
-                             text=req.text)
-        out = [(cands[r.key][0], r.score, True) for r in ranked]
-        return out, not exhausted and len(out) < wanted
+        return _lexical(core, req, reach, terms, statuses)
     ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
     partial = len(ns) > rc.SCAN_CAP
     for row in sorted(core.store.current_rows(ns[:rc.SCAN_CAP]), key=lambda r: -r["n"]):
@@ -397,6 +369,50 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
             if len(out) == wanted:
                 return out, False
     return out, partial
+
+
+def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
+             statuses: tuple[str, ...]
+             ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
+    """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
+    dfs = core.store.term_docs(terms)
+    kept, bounded = rc.bounded_terms(terms, dfs)
+    match = match_terms(kept, "any")
+    if match is None:
+        return [], False
+    want = rank.candidate_limit(req.limit)
+    cands: dict[str, rank.Candidate] = {}
+    loaded: dict[str, RecordVersion] = {}
+    scanned = 0
+    exhausted = False
+    while len(cands) < want and scanned < rc.SCAN_CAP:
+        hits = core.store.search(match, reach, statuses, req.types, want, scanned,
+                                 rc.POSTINGS_BOUND if bounded else None)
+        scanned += len(hits)
+        if req.filters is not None:
+            # Filters need the record itself; only then are candidates loaded before ranking.
+            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
+        for n, score, analysed in hits:
+            key = str(n)
+            if req.filters is not None:
+                row = rows.get(n)
+                if row is None:
+                    continue
+                rec = core.version(row)
+                if not rc.matches(req.filters, rec):
+                    continue
+                loaded[key] = rec
+            cands[key] = rank.Candidate(key, analysed, score, analyzed=analysed)
+        if len(hits) < want or bounded:
+            exhausted = True
+            break
+    ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text)
+    missing = [int(r.key) for r in ranked if r.key not in loaded]
+    for row in core.store.current_rows(missing):
+        loaded[str(row["n"])] = core.version(row)
+    out: list[tuple[RecordVersion, float | None, bool]] = [
+        (loaded[r.key], r.score, True) for r in ranked if r.key in loaded]
+    return out, not exhausted and len(out) < req.limit
 
 
 def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],

@@ -88,9 +88,10 @@ CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT
   memory_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
 CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
-CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, scope,
-  tokenize='{FTS5_TOKENIZE}');
+CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, tokenize='{FTS5_TOKENIZE}');
 CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
+CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
+  active INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
   media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
   created_at INTEGER NOT NULL);
@@ -167,7 +168,7 @@ class SqliteStore:
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
             self._db.execute("INSERT INTO record_fts(record_fts, rank) "
-                             "VALUES ('rank', 'bm25(1.0, 0.0)')")
+                             "VALUES ('rank', 'bm25(1.0)')")
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
@@ -340,7 +341,8 @@ class SqliteStore:
                 "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))]
             for d in digests:
                 self._x("DELETE FROM bodies WHERE digest=?", (d,))
-            for table in ("records", "versions", "changesets", "refs", "grants", "edges"):
+            for table in ("records", "versions", "changesets", "refs", "grants", "edges",
+                          "memory_counts"):
                 self._x(f"DELETE FROM {table} WHERE memory_id=?", (mid,))  # noqa: S608
             self._x("DELETE FROM docs WHERE memory_id=?", (mid,))
             self._x("DELETE FROM idempotency WHERE scope=?", (mid,))
@@ -348,13 +350,18 @@ class SqliteStore:
         self.bump_tree()
 
     def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
-        """Active record counts per memory."""
+        """Active record counts per memory (kept by the projection, not counted per read)."""
         out = dict.fromkeys(ids, 0)
-        for mid in ids:
-            row = self._one("SELECT COUNT(*) AS c FROM records WHERE memory_id=? AND "
-                            "status='active'", (mid,))
-            out[mid] = int(row["c"]) if row else 0
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for r in self._q(f"SELECT memory_id, active FROM memory_counts "  # noqa: S608
+                             f"WHERE memory_id IN ({marks})", tuple(ids)):
+                out[r["memory_id"]] = int(r["active"])
         return out
+
+    def _count(self, memory_id: str, delta: int) -> None:
+        self._x("INSERT INTO memory_counts VALUES (?, ?) ON CONFLICT(memory_id) DO UPDATE "
+                "SET active = active + excluded.active", (memory_id, delta))
 
     def upsert_grant(self, g: Grant) -> Grant:
         """One grant per principal per node: a second replaces the first (keeping its id)."""
@@ -457,9 +464,9 @@ class SqliteStore:
 
     def project_version(self, *, record_id: str, memory_id: str, version: int, type: str,
                         body_digest: str, written_at: str, written_by: str, extra: str,
-                        changeset_id: str, standing: bool, fts_text: str, scope: str,
-                        edges: Sequence[tuple[str, str]] = (), existing: int | None = None
-                        ) -> None:
+                        changeset_id: str, standing: bool, fts_text: str,
+                        edges: Sequence[tuple[str, str]] = (), existing: int | None = None,
+                        was_forgotten: bool = False) -> None:
         """Apply a new version: supersede the previous one, move the record, reindex."""
         if version > 1:
             self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
@@ -474,26 +481,30 @@ class SqliteStore:
                 (record_id, memory_id, type, version, "active", written_at, body_digest,
                  int(standing)))
             n = cur.lastrowid
+            self._count(memory_id, 1)
         else:
             n = existing
+            if was_forgotten:
+                self._count(memory_id, 1)
             self._x("UPDATE records SET version=?, status='active', written_at=?, "
                     "body_digest=?, standing=? WHERE n=?",
                     (version, written_at, body_digest, int(standing), n))
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
-        self._x("INSERT INTO record_fts(rowid, text, scope) VALUES (?,?,?)", (n, fts_text, scope))
+        self._x("INSERT INTO record_fts(rowid, text) VALUES (?,?)", (n, fts_text))
         self._x("DELETE FROM edges WHERE src=?", (record_id,))
         for dst, rel in edges:
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
 
-    def project_forget(self, record_id: str, at: str, scope: str) -> None:
-        """Mark the current version forgotten and retag its index entry."""
+    def project_forget(self, record_id: str, at: str) -> None:
+        """Mark the current version forgotten (its index entry stays; reads filter status)."""
         head = self.record_head(record_id)
         if head is None:
             return
         self._x("UPDATE versions SET forgotten_at=? WHERE record_id=? AND version=?",
                 (at, record_id, head["version"]))
         self._x("UPDATE records SET status='forgotten' WHERE n=?", (head["n"],))
-        self._x("UPDATE record_fts SET scope=? WHERE rowid=?", (scope, head["n"]))
+        if head["status"] == "active":
+            self._count(head["memory_id"], -1)
 
     def project_erase(self, record_id: str) -> list[str]:
         """Remove every version, body and index entry; returns the file sha256s it named."""
@@ -505,9 +516,20 @@ class SqliteStore:
         self._x("DELETE FROM versions WHERE record_id=?", (record_id,))
         self._x("DELETE FROM edges WHERE src=?", (record_id,))
         if head is not None:
+            if head["status"] == "active":
+                self._count(head["memory_id"], -1)
             self._x("DELETE FROM record_fts WHERE rowid=?", (head["n"],))
             self._x("DELETE FROM records WHERE n=?", (head["n"],))
         return digests
+
+    def compact_after_erase(self) -> None:
+        """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
+        index segments until they merge, and the WAL keeps old page images until a
+        checkpoint. Rewrites the index (cost grows with its size; erase is rare)."""
+        with self.write():
+            self._x("INSERT INTO record_fts(record_fts) VALUES ('optimize')")
+        with self.lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def clear_projections(self) -> None:
         """Drop every projection (records, versions, index) before a rebuild."""
@@ -515,6 +537,7 @@ class SqliteStore:
         self._x("DELETE FROM versions")
         self._x("DELETE FROM record_fts")
         self._x("DELETE FROM edges")
+        self._x("DELETE FROM memory_counts")
 
     # --- record reads ---------------------------------------------------------------------
     def version_row(self, record_id: str, version: int) -> sqlite3.Row | None:
@@ -584,26 +607,39 @@ class SqliteStore:
                        "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
                        "r.status='active' ORDER BY r.n", (memory_id,))
 
-    def search(self, match: str, limit: int, offset: int = 0) -> list[tuple[int, float, str]]:
-        """FTS5 BM25 (text column only): ``(row number, score, analysed text)``, best first."""
-        rows = self._q("SELECT rowid, rank, text FROM record_fts WHERE record_fts MATCH ? "
-                       "ORDER BY rank LIMIT ? OFFSET ?", (match, limit, offset))
-        return [(int(r["rowid"]), -float(r["rank"]), r["text"]) for r in rows]
+    def search(self, match: str, memory_ids: Sequence[str], statuses: Sequence[str],  # noqa: PLR0917
+               types: Sequence[str] | None, limit: int, offset: int = 0,
+               bound: int | None = None) -> list[tuple[int, float, str]]:
+        """BM25 over the text index, restricted to records of ``memory_ids`` with a status in
+        ``statuses`` (and a type in ``types``): ``(row number, score, analysed text)``, best
+        first. With ``bound``, only the newest ``bound`` matches are ranked (terms too common
+        to rank every posting within the latency budget).
 
-    def search_bounded(self, match: str, bound: int, limit: int
-                       ) -> list[tuple[int, float, str]]:
-        """BM25 over only the newest ``bound`` matches (for terms too common to rank all of
-        their postings within the latency budget): ``(row number, score, analysed text)``."""
-        rows = self._q("SELECT rowid, s FROM (SELECT rowid, bm25(record_fts, 1.0, 0.0) AS s "
-                       "FROM record_fts WHERE record_fts MATCH ? ORDER BY rowid DESC LIMIT ?) "
-                       "ORDER BY s LIMIT ?", (match, bound, limit))
+        The FTS index drives the join (CROSS JOIN fixes the order): reach never widens what is
+        matched, it only drops rows, and no record outside the reach is ever returned.
+        """
+        m1 = ",".join("?" * len(memory_ids))
+        m2 = ",".join("?" * len(statuses))
+        where = (f"record_fts MATCH ? AND r.memory_id IN ({m1}) AND r.status IN ({m2})")
+        args: list[Any] = [match, *memory_ids, *statuses]
+        if types:
+            where += f" AND r.type IN ({','.join('?' * len(types))})"
+            args.extend(types)
+        base = f"FROM record_fts f CROSS JOIN records r ON r.n = f.rowid WHERE {where}"
+        if bound is None:
+            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s, f.text AS text {base} "
+                           f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
+            return [(int(r["n"]), -float(r["s"]), r["text"]) for r in rows]
+        rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, bm25(record_fts, 1.0) AS s "  # noqa: S608
+                       f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
+                       (*args, bound, limit))
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
         texts = {r["rowid"]: r["text"] for r in self._q(
             f"SELECT rowid, text FROM record_fts WHERE rowid IN ({marks})",  # noqa: S608
-            [r["rowid"] for r in rows])}
-        return [(int(r["rowid"]), -float(r["s"]), texts.get(r["rowid"], "")) for r in rows]
+            [r["n"] for r in rows])}
+        return [(int(r["n"]), -float(r["s"]), texts.get(r["n"], "")) for r in rows]
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
