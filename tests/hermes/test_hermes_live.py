@@ -1,19 +1,17 @@
 """The real hermes-agent 0.19.0 loads our provider from $HERMES_HOME/plugins/ (put there by the
 real `pal hermes install`) and runs it against the live `pal serve`.
 
-hermes-agent is installed into an isolated virtual environment kept out of the project's own
-dependencies, cached under `.cache/hermes-agent-0.19.0/` (or `$PAL_TEST_CACHE`) so later runs
-reuse it. The driver (hermes_driver.py) runs inside that environment, where palimpsest is NOT
-installed: the plugin can only work because it uses the standard library alone.
+hermes-agent lives in an isolated virtual environment kept out of the project's own dependencies,
+made once by the set-up step (`make setup` → `.venv-hermes/`, or `$PAL_HERMES_VENV`), so the test
+needs no network. The driver (hermes_driver.py) runs inside that environment, where palimpsest
+is NOT installed: the plugin can only work because it uses the standard library alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,37 +23,21 @@ from tests.mcp.live import pal_serve
 from tests.mcp.world import HOSTILE, PAL, World, build_world
 
 HERMES_VERSION = "0.19.0"
-CACHE = Path(os.environ.get("PAL_TEST_CACHE") or REPO_ROOT / ".cache") / (
-    f"hermes-agent-{HERMES_VERSION}"
-)
+HERMES_VENV = Path(os.environ.get("PAL_HERMES_VENV") or REPO_ROOT / ".venv-hermes")
 DRIVER = Path(__file__).with_name("hermes_driver.py")
 
 
 def hermes_python() -> Path:
-    """The cached venv's python with hermes-agent==0.19.0, created on first use."""
-    python = CACHE / "venv" / "bin" / "python"
-    ready = CACHE / ".ready"
-    probe = [
-        str(python),
-        "-c",
-        "import importlib.metadata as m, agent.memory_provider;"
-        f"assert m.version('hermes-agent') == '{HERMES_VERSION}'",
-    ]
-    if not ready.exists():
-        if not (
-            python.exists()
-            and subprocess.run(probe, capture_output=True, check=False).returncode == 0
-        ):
-            shutil.rmtree(CACHE / "venv", ignore_errors=True)
-            CACHE.mkdir(parents=True, exist_ok=True)
-            subprocess.run([sys.executable, "-m", "venv", str(CACHE / "venv")], check=True)
-            subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", f"hermes-agent=={HERMES_VERSION}"],
-                check=True,
-                timeout=1800,
-            )
-            subprocess.run(probe, check=True)
-        ready.write_text(HERMES_VERSION + "\n")
+    """The isolated environment's python with hermes-agent 0.19.0 (made by `make setup`)."""
+    python = HERMES_VENV / "bin" / "python"
+    if not (HERMES_VENV / ".installed").exists() or not python.exists():
+        pytest.fail(f"hermes-agent {HERMES_VERSION} is not installed at {HERMES_VENV}: run "
+                    "`make .venv-hermes/.installed` (part of `make setup`) or set "
+                    "PAL_HERMES_VENV", pytrace=False)
+    probe = subprocess.run([str(python), "-c", "import importlib.metadata as m; "
+                            "print(m.version('hermes-agent'))"],
+                           capture_output=True, text=True, check=False)
+    assert probe.stdout.strip() == HERMES_VERSION, probe.stderr
     return python
 
 
