@@ -157,7 +157,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     doc["security"] = [{"bearer": []}]
     error_ref = {"$ref": "#/components/schemas/Error"}
-    for path_item in doc.get("paths", {}).values():
+    for path, path_item in doc.get("paths", {}).items():
+        if not path.startswith("/v1/"):
+            continue  # routes mounted by other faces document their own error bodies
         for operation in path_item.values():
             responses = operation.setdefault("responses", {})
             for status in _ERROR_STATUSES:

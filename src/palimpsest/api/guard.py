@@ -30,6 +30,7 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.api.errors import ApiError, from_pal_error
 from palimpsest.errors import PalError
+from palimpsest.service.providers import MAX_FILE_BYTES
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -46,7 +47,7 @@ class Limits:
     """Every request-size cap of the HTTP face, in one place (security-tests.md A2)."""
 
     json_body_bytes: int = 1 << 20  # 1 MiB: records, recall requests, observe batches
-    file_body_bytes: int = 25 << 20  # 25 MiB: one uploaded file (POST /v1/files)
+    file_body_bytes: int = MAX_FILE_BYTES  # one uploaded file (POST /v1/files): the provider's cap
     idempotency_key_chars: int = 255
     header_token_chars: int = 512
 

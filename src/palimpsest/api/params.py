@@ -48,7 +48,13 @@ class Ctx:
         self.caller: Caller = caller_of(request)
 
 
-Context = Annotated[Ctx, Depends(Ctx)]
+async def _context(request: Request) -> Ctx:
+    # An async dependency: FastAPI would run a plain class in its thread pool (one more
+    # thread hop per request for nothing).
+    return Ctx(request)
+
+
+Context = Annotated[Ctx, Depends(_context)]
 
 __all__ = [
     "AsOf",

@@ -14,9 +14,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-Id = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
-TypeName = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+from palimpsest.service import wire as bounds
+
+# Bounds are the service's (service/wire.py); the edge only restates them for the OpenAPI.
+Id = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_ID)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_NAME)]
+TypeName = Annotated[str, StringConstraints(
+    pattern=r"^(?:[a-z][a-z0-9_]{0,63}|x\.[A-Za-z0-9_.\-]{1,64})$")]
+Text = Annotated[str, StringConstraints(max_length=bounds.MAX_TEXT)]
+Description = Annotated[str, StringConstraints(max_length=bounds.MAX_DESCRIPTION)]
 Privilege = Literal["read", "write", "create", "delete"]
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -40,7 +46,7 @@ class MemoryCreate(Strict):
     """``POST /v1/memories``."""
 
     name: Name
-    description: Annotated[str, StringConstraints(max_length=4000)] = ""
+    description: Description = ""
     parent_id: Id | None = None
     restricted: bool = False
     provider: Id | None = None
@@ -50,7 +56,7 @@ class MemoryUpdate(Strict):
     """``PUT /v1/memories/{id}``: rename, describe, restrict, move (``parent_id``)."""
 
     name: Name | None = None
-    description: Annotated[str, StringConstraints(max_length=4000)] | None = None
+    description: Description | None = None
     parent_id: Id | None = None
     restricted: bool | None = None
     provider: Id | None = None
@@ -70,7 +76,7 @@ class TextPart(Strict):
     """``{"type": "text", "text": …}``."""
 
     type: Literal["text"]
-    text: Annotated[str, StringConstraints(max_length=200_000)]
+    text: Text
     role: Role | None = None
 
 
@@ -85,7 +91,7 @@ class FilePart(Strict):
 
     type: Literal["file"]
     file: FileRefIn
-    text: Annotated[str, StringConstraints(max_length=200_000)] | None = None
+    text: Text | None = None
     text_source: Literal["stated", "derived"] | None = None
     role: Role | None = None
 
@@ -97,9 +103,7 @@ class ExtensionPart(Open):
 
 
 Part = TextPart | FilePart | ExtensionPart
-Content = Annotated[str, StringConstraints(max_length=200_000)] | Annotated[
-    list[Part], Field(max_length=100)
-]
+Content = Text | Annotated[list[Part], Field(max_length=bounds.MAX_PARTS)]
 
 
 class ReferenceIn(Strict):
@@ -118,14 +122,14 @@ class TimeIn(Strict):
 
 
 Attributes = Annotated[dict[str, Any], Field(max_length=200)]
-References = Annotated[list[ReferenceIn], Field(max_length=100)]
+References = Annotated[list[ReferenceIn], Field(max_length=bounds.MAX_REFERENCES)]
 
 
 class Remember(Strict):
     """``POST /v1/memories/{id}/records``; ``written_by`` is stamped, never supplied."""
 
     type: TypeName | None = None
-    title: Annotated[str, StringConstraints(max_length=300)] | None = None
+    title: Annotated[str, StringConstraints(max_length=bounds.MAX_TITLE)] | None = None
     content: Content | None = None
     attributes: Attributes | None = None
     references: References | None = None
@@ -135,7 +139,7 @@ class Remember(Strict):
 class Revise(Strict):
     """``PATCH …/records/{rid}``: at least one field (checked by the service → 422)."""
 
-    title: Annotated[str, StringConstraints(max_length=300)] | None = None
+    title: Annotated[str, StringConstraints(max_length=bounds.MAX_TITLE)] | None = None
     content: Content | None = None
     attributes: Attributes | None = None
     references: References | None = None
@@ -152,7 +156,7 @@ class Episode(Strict):
 class Observe(Strict):
     """``POST /v1/memories/{id}/observe``."""
 
-    episodes: Annotated[list[Episode], Field(min_length=1, max_length=100)]
+    episodes: Annotated[list[Episode], Field(min_length=1, max_length=bounds.MAX_EPISODES)]
 
 
 class Erase(Strict):
@@ -163,15 +167,16 @@ class Erase(Strict):
 
 # --- recall and graph ----------------------------------------------------------------------
 
-FilterOp = Literal["eq", "in", "gte", "lte", "gt", "lt", "contains"]
+FilterOp = Annotated[str, StringConstraints(pattern=f"^(?:{'|'.join(bounds.FILTER_OPS)})$")]
 
 
 class Condition(Strict):
-    """``{field, op, value}`` over ``type``, ``attributes.*`` or ``time.*``."""
+    """``{field, op, value}`` over ``type``, ``attributes.*`` or ``time.*`` (``value`` may be
+    left out only for ``exists``)."""
 
-    field: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    field: Annotated[str, StringConstraints(min_length=1, max_length=300)]
     op: FilterOp
-    value: Any
+    value: Any = None
 
 
 class AndFilter(Strict):
@@ -190,21 +195,21 @@ Filter = Condition | AndFilter | OrFilter
 AndFilter.model_rebuild()
 OrFilter.model_rebuild()
 
-Types = Annotated[list[TypeName], Field(min_length=1, max_length=50)]
+Types = Annotated[list[TypeName], Field(max_length=32)]
 Instant = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class Recall(Strict):
     """``POST /v1/memories/{id}/recall``: at least one of query, text, filters (service → 422)."""
 
-    query: Annotated[str, StringConstraints(max_length=4000)] | None = None
-    text: Annotated[str, StringConstraints(max_length=4000)] | None = None
+    query: Annotated[str, StringConstraints(max_length=bounds.MAX_QUERY_TEXT)] | None = None
+    text: Annotated[str, StringConstraints(max_length=bounds.MAX_QUERY_TEXT)] | None = None
     filters: Filter | None = None
     types: Types | None = None
     as_of: Instant | None = None
     include: Literal["active", "all"] | None = None
     depth: Annotated[int, Field(ge=0, le=1000)] | None = None
-    limit: Annotated[int, Field(ge=1, le=100)] | None = None
+    limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
 
 
 class Graph(Strict):
