@@ -5,6 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# hermes-agent 0.19.0 for the Hermes integration test, isolated from the project's dependencies
+# (exact pins, generic top-level package names); tests/hermes finds it here or at $PAL_HERMES_VENV.
+HERMES_VENV ?= .venv-hermes
+HERMES_STAMP := $(HERMES_VENV)/.installed
 
 .PHONY: setup run test lint typecheck pytest bench clean
 
@@ -14,10 +18,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(HERMES_STAMP):
+	$(PYTHON) -m venv $(HERMES_VENV)
+	$(HERMES_VENV)/bin/pip install --quiet hermes-agent==0.19.0
+	touch $(HERMES_STAMP)
+
+setup: $(STAMP) $(HERMES_STAMP)
 
 run: $(STAMP)
-	$(BIN)/pal demo
+	$(BIN)/pal serve
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
@@ -25,7 +34,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP)
+pytest: $(STAMP) $(HERMES_STAMP)
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -34,4 +43,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/repo_memory.py
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache

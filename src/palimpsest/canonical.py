@@ -16,6 +16,7 @@ This module does not validate schemas; callers check fields.  It keeps no state.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from palimpsest.errors import InvalidInput
@@ -26,6 +27,8 @@ _MAX_INT_DIGITS = 20  # uint64 has 20 decimal digits; anything longer is refused
 _HTML_SAFE = str.maketrans(
     {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 )
+# Go with SetEscapeHTML(false) (upstream canonical.JSON) still escapes U+2028 and U+2029.
+_LINE_SAFE = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
 _BOM = b"\xef\xbb\xbf"
 
 
@@ -40,6 +43,21 @@ def encode(value: JSONValue) -> bytes:
         InvalidInput: the value holds a lone surrogate or a non-JSON type.
     """
     return _finish(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+
+
+def encode_no_html(value: JSONValue) -> bytes:
+    """Encode like Go's encoder with ``SetEscapeHTML(false)`` and the trailing newline stripped.
+
+    ``<``, ``>`` and ``&`` stay raw; U+2028/U+2029 are still escaped (memory-git.md §11).
+
+    Raises:
+        InvalidInput: the value holds a lone surrogate or a non-JSON type.
+    """
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.translate(_LINE_SAFE).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise _refuse("a string holds a lone surrogate") from exc
 
 
 def encode_indent(value: JSONValue) -> bytes:
@@ -85,10 +103,29 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
+def _finite_float(text: str) -> float:
+    if len(text) > _MAX_FLOAT_CHARS:
+        raise _refuse("number is too long")
+    value = float(text)
+    if not math.isfinite(value):
+        raise _refuse("number out of range")
+    return value
+
+
+_MAX_FLOAT_CHARS = 64
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_pairs,
     parse_constant=_no_constant,
     parse_float=_no_float,
+    parse_int=_bounded_int,
+)
+
+
+# Service request bodies (attributes, filter values) may carry finite fractional numbers.
+_FLOAT_DECODER = json.JSONDecoder(
+    object_pairs_hook=_pairs,
+    parse_constant=_no_constant,
+    parse_float=_finite_float,
     parse_int=_bounded_int,
 )
 
@@ -118,12 +155,15 @@ def decode(
     max_bytes: int | None = None,
     trailing_whitespace: bool = False,
     check_surrogates: bool = True,
+    allow_floats: bool = False,
 ) -> JSONValue:
     """Decode exactly one strict JSON value from ``data``.
 
     ``trailing_whitespace`` lets a request file end with a newline; signed payloads never do.
     ``check_surrogates=False`` skips the walk for escaped lone surrogates; only callers that
     re-encode the value afterwards (which refuses them) may use it, to keep hot paths lean.
+    ``allow_floats`` admits finite fractional numbers (HTTP request bodies); signed payloads
+    never carry them.
 
     Raises:
         InvalidInput: code ``invalid-json`` for every refusal listed in the module docstring.
@@ -137,7 +177,7 @@ def decode(
     except UnicodeDecodeError as exc:
         raise _refuse("input is not valid UTF-8") from exc
     try:
-        value, end = _DECODER.raw_decode(text)
+        value, end = (_FLOAT_DECODER if allow_floats else _DECODER).raw_decode(text)
     except InvalidInput:
         raise
     except json.JSONDecodeError as exc:
@@ -168,4 +208,12 @@ def decode_canonical(data: bytes, *, max_bytes: int | None = None) -> JSONValue:
     return value
 
 
-__all__ = ["JSONValue", "decode", "decode_canonical", "encode", "encode_indent", "encode_str"]
+__all__ = [
+    "JSONValue",
+    "decode",
+    "decode_canonical",
+    "encode",
+    "encode_indent",
+    "encode_no_html",
+    "encode_str",
+]

@@ -25,6 +25,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
     "replication": ("palimpsest.cli.replication_cmd", "Select which remote memory sync fetches."),
     "sync": ("palimpsest.cli.sync_cmd", "Fetch, verify and promote remote memory; publish local."),
+    "serve": ("palimpsest.cli.serve_cmd", "Run the memory service (UHP Memories over HTTP)."),
+    "admin": ("palimpsest.cli.admin_cmd", "Manage members, groups, credentials and grants."),
+    "hermes": ("palimpsest.cli.hermes_cmd", "Connect the Hermes agent to Palimpsest memory."),
+    "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
+    "memory-git": ("palimpsest.cli.memory_git_cmd",
+                   "Reviewed memory on a server: refs, commits, proposals, signed merges."),
 }
 
 

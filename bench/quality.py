@@ -1,0 +1,331 @@
+"""Recall quality on LoCoMo and LongMemEval_S, against a same-run BM25 baseline. No LLM, CPU only.
+
+    .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N] [--split dev|held|all]
+                                      [--engine service|local] [--write-docs]
+
+- ``service`` (the default and the only one whose numbers are reported): every benchmark user
+  gets a fresh data directory; its turns are written as ``episode`` records through
+  :class:`palimpsest.service.memories.MemoryService` exactly as an agent harness would (text,
+  role, speaker and the session time) and every question is asked through ``recall``.
+- ``local`` is a development harness only (an in-memory FTS5 table driven by the same
+  ``palimpsest.search`` functions); it exists to iterate before the service is complete.
+- The baseline is ``rank_bm25.BM25Okapi`` over the same texts split on single spaces.
+
+Prints one JSON document; ``--write-docs`` also rewrites the quality section of
+docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from quality_data import (
+    KS,
+    Corpus,
+    Doc,
+    Question,
+    is_dev,
+    lme_corpora,
+    lme_questions,
+    locomo,
+    mean,
+    percentile,
+    scores,
+    sessions_of,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("PAL_SHARED", ROOT.parent / "shared")).resolve()
+RESULTS = ROOT / "bench" / "results"
+
+# (query, question, role, unit) → keys best first; unit "session" returns session ids.
+Searcher = Callable[[str, Question, str | None, str], list[str]]
+
+
+def _sessions_from_turns(turns: Searcher, corpus: Corpus) -> Searcher:
+    """Our engine ranks turns; a session ranking is the distinct sessions of that ranking."""
+    session_of = {d.key: d.session for d in corpus.docs}
+    last: dict[tuple[str, str | None], list[str]] = {}
+
+    def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
+        if unit == "turn" or (query, role) not in last:
+            last.clear()
+            last[(query, role)] = turns(query, question, role, "turn")
+        ranking = last[(query, role)]
+        return ranking if unit == "turn" else sessions_of(ranking, session_of)
+
+    return search
+
+
+# --- engines -----------------------------------------------------------------------------------
+class BM25Engine:
+    """The issue's baseline: BM25Okapi defaults over ``text.split(" ")``."""
+
+    name = "bm25"
+
+    def open(self, corpus: Corpus) -> Searcher:
+        from rank_bm25 import BM25Okapi
+
+        indexes: dict[tuple[str | None, str], tuple[BM25Okapi, list[str]]] = {}
+
+        def index(role: str | None, unit: str) -> tuple[BM25Okapi, list[str]]:
+            if (role, unit) not in indexes:
+                docs = [d for d in corpus.docs if role is None or d.role == role]
+                if unit == "session":
+                    # Upstream session granularity: a session's turns joined with a space.
+                    joined: dict[str, list[str]] = defaultdict(list)
+                    for d in docs:
+                        joined[d.session].append(d.text)
+                    keys = list(joined)
+                    texts = [" ".join(joined[k]) for k in keys]
+                else:
+                    keys, texts = [d.key for d in docs], [d.text for d in docs]
+                indexes[(role, unit)] = (BM25Okapi([t.split(" ") for t in texts]), keys)
+            return indexes[(role, unit)]
+
+        def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
+            bm25, keys = index(role, unit)
+            got = bm25.get_scores(query.split(" "))
+            order = sorted(range(len(keys)), key=lambda i: (-got[i], i))
+            return [keys[i] for i in order[:100]]
+
+        return search
+
+
+class LocalEngine:
+    """Development harness: one in-memory FTS5 table + palimpsest.search (never reported)."""
+
+    name = "local"
+
+    def open(self, corpus: Corpus) -> Searcher:
+        import sqlite3
+
+        from palimpsest.search import fts, rank
+
+        conn = sqlite3.connect(":memory:")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE t USING fts5(title, body, role UNINDEXED, "
+            f"tokenize='{fts.FTS5_TOKENIZE}')"
+        )
+        conn.executemany(
+            "INSERT INTO t(rowid, title, body, role) VALUES (?, ?, ?, ?)",
+            [(i, "", fts.document_text(d.text), d.role) for i, d in enumerate(corpus.docs)],
+        )
+        docs = corpus.docs
+
+        def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
+            expr = fts.match_expression(query)
+            if expr is None:
+                return []
+            sql = "SELECT rowid, -bm25(t, 2.0, 1.0), body FROM t WHERE t MATCH ?"
+            args: list[object] = [expr]
+            if role:
+                sql += " AND role = ?"
+                args.append(role)
+            sql += " ORDER BY bm25(t, 2.0, 1.0) LIMIT ?"
+            args.append(rank.candidate_limit(100))
+            rows = conn.execute(sql, args).fetchall()
+            cands = [
+                rank.Candidate(docs[r].key, docs[r].text, s, docs[r].when,
+                               {"speaker": docs[r].speaker, "role": docs[r].role}, body)
+                for r, s, body in rows
+            ]
+            return [r.key for r in rank.rerank(query, cands, limit=100)]
+
+        return _sessions_from_turns(search, corpus)
+
+
+class ServiceEngine:
+    """The real write and recall paths of MemoryService, one data directory per corpus."""
+
+    name = "service"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+
+    def open(self, corpus: Corpus) -> Searcher:
+        from palimpsest.service.memories import MemoryService
+
+        data = self.workdir / corpus.name.replace("/", "_")
+        svc = MemoryService(data)
+        made = svc.bootstrap_owner("bench")
+        assert made is not None
+        caller = svc.caller(made[0].id)
+        memory = svc.create_memory(caller, {"name": f"user {corpus.name}",
+                                            "description": "conversation history"})
+        mid = memory["id"]
+        by_session: dict[str, list[Doc]] = defaultdict(list)
+        for doc in corpus.docs:
+            by_session[doc.session].append(doc)
+        for session, docs in by_session.items():
+            for doc in docs:
+                attributes: dict[str, object] = {"turn": doc.key, "session": session,
+                                                 "role": doc.role}
+                if doc.speaker:
+                    attributes["speaker"] = doc.speaker
+                svc.remember(caller, mid, {
+                    "type": "episode",
+                    "content": [{"type": "text", "text": doc.text, "role": doc.role}],
+                    "attributes": attributes,
+                    "time": {"valid_from": doc.when},
+                })
+
+        def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
+            body: dict[str, object] = {"query": query, "limit": 100}
+            if role:
+                body["filters"] = {"field": "attributes.role", "op": "eq", "value": role}
+            answer = svc.recall(caller, mid, body)
+            return [str(r["record"]["attributes"]["turn"]) for r in answer["results"]]
+
+        return _sessions_from_turns(search, corpus)
+
+
+# --- runs --------------------------------------------------------------------------------------
+def _agg(rows: Sequence[dict[str, float]]) -> dict[str, float]:
+    keys = rows[0].keys() if rows else []
+    return {k: round(mean(r[k] for r in rows), 4) for k in keys}
+
+
+def _timed(search: Searcher, query: str, q: Question, role: str | None,
+           lat: list[float]) -> list[str]:
+    start = time.perf_counter()
+    ranking = search(query, q, role, "turn")
+    lat.append((time.perf_counter() - start) * 1000)
+    return ranking
+
+
+def run_locomo(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, object]:
+    """Turn- and session-level metrics per category and overall (categories 1–4)."""
+    turn_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    sess_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    lat: list[float] = []
+    for corpus in corpora:
+        qs = [q for q in corpus.questions if _in_split(q.id, split)]
+        if not qs:
+            continue
+        search = engine.open(corpus)  # type: ignore[attr-defined]
+        session_of = {d.key: d.session for d in corpus.docs}
+        n_sessions = len(set(session_of.values()))
+        for q in qs:
+            ranking = _timed(search, q.text, q, None, lat)
+            t = scores(ranking, q.gold_turns, len(corpus.docs))
+            s = scores(search(q.text, q, None, "session"), q.gold_sessions, n_sessions)
+            buckets = [f"category_{q.category}"] + (["overall_1_4"] if q.category != "5" else [])
+            for bucket in buckets:
+                turn_rows[bucket].append(t)
+                sess_rows[bucket].append(s)
+    pick = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg_any") for k in KS]
+    def cut(rows: list[dict[str, float]]) -> dict[str, float]:
+        agg = _agg(rows)
+        return {k: agg[k] for k in pick if k in agg} | {"n": len(rows)}
+    return {
+        "turn": {b: cut(r) for b, r in sorted(turn_rows.items())},
+        "session": {b: cut(r) for b, r in sorted(sess_rows.items())},
+        "latency_ms": _latency(lat),
+    }
+
+
+def run_lme(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, object]:
+    """Official protocol (user turns; non-abstention with a user gold turn) and common variant."""
+    off_turn: list[dict[str, float]] = []
+    off_sess: list[dict[str, float]] = []
+    common: list[dict[str, float]] = []
+    by_type: dict[str, list[dict[str, float]]] = defaultdict(list)
+    lat: list[float] = []
+    for corpus in corpora:
+        q = corpus.questions[0]
+        if not _in_split(q.id, split) or q.extra["abstention"]:
+            continue
+        search = engine.open(corpus)  # type: ignore[attr-defined]
+        session_of = {d.key: d.session for d in corpus.docs}
+        user_docs = [d for d in corpus.docs if d.role == "user"]
+        n_sessions = len(set(session_of.values()))
+        if q.gold_turns:
+            ranking = _timed(search, q.text, q, "user", lat)
+            off_turn.append(scores(ranking, q.gold_turns, len(user_docs)))
+            s = scores(search(q.text, q, "user", "session"), q.gold_sessions, n_sessions)
+            off_sess.append(s)
+            by_type[q.category].append(s)
+        _timed(search, q.text, q, None, lat)
+        gold = q.extra["answer_sessions"]
+        common.append(scores(search(q.text, q, None, "session"), gold, n_sessions))  # type: ignore[arg-type]
+    pick = ("recall_any@5", "recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10",
+            "recall_any@1", "recall_all@1", "recall_all@3", "ndcg_any@3", "recall_any@10")
+    def cut(rows: list[dict[str, float]]) -> dict[str, float]:
+        agg = _agg(rows)
+        return {k: agg[k] for k in pick if k in agg} | {"n": len(rows)}
+    return {
+        "official_session": cut(off_sess),
+        "official_turn": cut(off_turn),
+        "official_session_by_type": {t: cut(r) for t, r in sorted(by_type.items())},
+        "common_session_user_assistant": cut(common),
+        "latency_ms": _latency(lat),
+    }
+
+
+def _latency(lat: list[float]) -> dict[str, float]:
+    return {"p50": round(percentile(lat, 50), 2), "p99": round(percentile(lat, 99), 2),
+            "n": len(lat)}
+
+
+def _in_split(qid: str, split: str) -> bool:
+    return split == "all" or (split == "dev") == is_dev(qid)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; print JSON."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bench", choices=["locomo", "lme", "all"], default="all")
+    ap.add_argument("--limit", type=int, default=0, help="at most N corpora per benchmark")
+    ap.add_argument("--split", choices=["dev", "held", "both", "all"], default="both")
+    ap.add_argument("--engine", choices=["service", "local"], default="service")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    args = ap.parse_args(argv)
+    import tempfile
+
+    tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")
+    workdir = args.workdir or Path(tmp.name)
+    ours = ServiceEngine(workdir) if args.engine == "service" else LocalEngine()
+    engines: list[object] = [ours] + ([] if args.no_baseline else [BM25Engine()])
+    splits = ["dev", "held"] if args.split == "both" else [args.split]
+    result: dict[str, object] = {"engine": args.engine, "limit": args.limit or None}
+    if args.bench in ("locomo", "all"):
+        corpora = locomo(SHARED / "bench" / "locomo" / "locomo10.json")
+        if args.limit:
+            corpora = corpora[: args.limit]
+        result["locomo"] = {
+            split: {e.name: run_locomo(e, corpora, split) for e in engines}  # type: ignore[attr-defined]
+            for split in splits
+        }
+    if args.bench in ("lme", "all"):
+        folder = SHARED / "bench" / "longmemeval"
+        questions = lme_questions(folder)
+        if args.limit:
+            questions = [q for q in questions if not str(q["question_id"]).endswith("_abs")]
+            questions = questions[:: max(1, len(questions) // args.limit)][: args.limit]
+        corpora_l = list(lme_corpora(folder, questions))
+        result["longmemeval_s"] = {
+            split: {e.name: run_lme(e, corpora_l, split) for e in engines}  # type: ignore[attr-defined]
+            for split in splits
+        }
+    text = json.dumps(result, indent=2, sort_keys=True)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n", encoding="utf-8")
+    tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The ASGI application of the memory service: the UHP Memories chapter over HTTP.
+
+:func:`create_app` wires a :class:`~palimpsest.service.memories.MemoryService` to FastAPI. The
+app is a thin shell (ARCHITECTURE.md §2): a route parses its body with a pydantic model from
+:mod:`palimpsest.api.wire`, calls one facade method with the authenticated caller, and encodes
+the wire dict it gets back. Every rule — privileges, the cutoff, validation of meaning, history —
+is the service's.
+
+Every facade call runs on one dedicated worker thread (:class:`~.runtime.Runner`), so the event
+loop never blocks on SQLite and the store sees one caller at a time. The guard (:mod:`.guard`)
+runs before any route; errors of every kind leave as the shared envelope (:mod:`.errors`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
+from palimpsest.api.guard import Guard, GuardConfig
+from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
+from palimpsest.api.schemas import SCHEMAS
+from palimpsest.errors import PalError
+from palimpsest.mcp.http import mount_mcp
+from palimpsest.service.memories import MemoryService
+from palimpsest.service.model import Caller
+
+
+@dataclass(frozen=True, slots=True)
+class ApiConfig:
+    """Configuration of the HTTP face (caps and the Host allowlist live in ``guard``)."""
+
+    guard: GuardConfig = field(default_factory=GuardConfig)
+    title: str = "Palimpsest memory service"
+
+
+def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
+    """Build the ASGI app over ``svc``; the caller keeps ownership of ``svc`` (closes it)."""
+    config = config or ApiConfig()
+    run = Runner()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        run.shutdown()
+
+    app = FastAPI(
+        title=config.title,
+        version=UHP_VERSION,
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.service = svc
+    app.state.runner = run
+
+    async def authenticate(token: str) -> Caller:
+        return await run.run(svc.authenticate, token)
+
+    app.add_middleware(Guard, config=config.guard, authenticate=authenticate)
+    _install_error_handlers(app)
+    for module in (routes_memories, routes_records, routes_ops):
+        app.include_router(module.router)
+    memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
+    app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def pal_error(_: Request, exc: Exception) -> Response:
+        if not isinstance(exc, PalError):
+            raise exc
+        return error_response(errors.from_pal_error(exc))
+
+    async def validation_error(_: Request, exc: Exception) -> Response:
+        if not isinstance(exc, RequestValidationError):
+            raise exc
+        return error_response(_validation_error(exc))
+
+    async def http_error(_: Request, exc: Exception) -> Response:
+        if not isinstance(exc, StarletteHTTPException):
+            raise exc
+        if exc.status_code == 404:
+            return error_response(errors.ApiError("x.pal.route_not_found", "no such route"))
+        if exc.status_code == 405:
+            return error_response(
+                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method")
+            )
+        if exc.status_code == 413:
+            return error_response(errors.ApiError("x.pal.request_too_large", "request too large"))
+        return error_response(errors.ApiError("memory_invalid", "the request is malformed"))
+
+    async def server_error(_: Request, exc: Exception) -> Response:
+        # Never echo internals; the server log has the traceback.
+        return error_response(errors.ApiError("x.pal.internal", "internal error"))
+
+    app.add_exception_handler(PalError, pal_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, server_error)
+
+
+def _validation_error(exc: RequestValidationError) -> errors.ApiError:
+    problems = list(exc.errors())
+    if not problems:
+        return errors.ApiError("memory_invalid", "the request is malformed")
+    first = problems[0]
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    param = ".".join(loc) or None
+    where = f" at {param}" if param else ""
+    # Only pydantic's message (which names the rule), never the offending input.
+    message = f"{first.get('msg', 'invalid value')}{where}"
+    detail = [
+        {"param": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        for e in problems[:20]
+    ]
+    return errors.ApiError("memory_invalid", message, param=param, detail=detail)
+
+
+_ERROR_STATUSES = ("401", "403", "404", "409", "413", "415", "421", "422", "503")
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, corrected: the error envelope instead of FastAPI's validation
+    schema, bearer security on every operation, and the response schemas of the chapter."""
+    if app.openapi_schema:
+        return app.openapi_schema
+    doc = get_openapi(
+        title=app.title,
+        version=app.version,
+        routes=app.routes,
+        description=(
+            "UHP Memories (protocol 2026-10-04) over HTTP. Every route needs "
+            "'Authorization: Bearer <credential>'. Errors use the shared envelope."
+        ),
+    )
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    clash = set(schemas) & set(SCHEMAS)
+    if clash:  # a response schema must never replace a request model's schema
+        raise RuntimeError(f"OpenAPI schema names used twice: {sorted(clash)}")
+    schemas.update(SCHEMAS)
+    schemas["Error"] = errors.error_schema()
+    components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+    doc["security"] = [{"bearer": []}]
+    error_ref = {"$ref": "#/components/schemas/Error"}
+    for path, path_item in doc.get("paths", {}).items():
+        if not path.startswith("/v1/"):
+            continue  # routes mounted by other faces document their own error bodies
+        for operation in path_item.values():
+            responses = operation.setdefault("responses", {})
+            for status in _ERROR_STATUSES:
+                responses[status] = {
+                    "description": "error envelope",
+                    "content": {"application/json": {"schema": error_ref}},
+                }
+    app.openapi_schema = doc
+    return doc
+
+
+__all__ = ["ApiConfig", "create_app"]

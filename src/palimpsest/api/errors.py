@@ -1,0 +1,138 @@
+"""The shared UHP error envelope and the mapping from the PalError tree to HTTP.
+
+Every non-2xx response of the API is ``{"error": {"type", "code", "message", "param",
+"detail"}}`` (uhp-memories.md §11). The service raises :class:`~palimpsest.errors.PalError`
+subclasses whose ``code`` is, where one applies, one of the chapter's eight ``memory_*`` codes;
+this module only translates them. An error of a class without a chapter code falls back to the
+class's chapter code (``NotFound`` → ``memory_not_found`` and so on), so an unknown memory and a
+forbidden one can never be told apart by their code.
+
+This module does not decide *whether* something is an error: that is the service's job.
+Messages are the service's own, which never echo author content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """How one error code is presented over HTTP."""
+
+    status: int
+    type: str
+
+
+# The chapter's eight codes (§11), plus the few this server adds at its own edge.
+CODES: dict[str, Mapping] = {
+    "memory_not_found": Mapping(404, "invalid_request_error"),
+    "memory_forbidden": Mapping(403, "permission_error"),
+    "memory_record_not_found": Mapping(404, "invalid_request_error"),
+    "memories_not_attached": Mapping(404, "invalid_request_error"),
+    "memory_invalid": Mapping(422, "invalid_request_error"),
+    "memory_unsupported": Mapping(422, "invalid_request_error"),
+    "memory_busy": Mapping(409, "invalid_request_error"),
+    "memory_unavailable": Mapping(503, "server_error"),
+    # Shared-envelope code used by the reference gateway for a bad or missing credential.
+    "invalid_credential": Mapping(401, "authentication_error"),
+    # Vendor codes are vendor-prefixed (§11).
+    "x.pal.request_too_large": Mapping(413, "invalid_request_error"),
+    "x.pal.route_not_found": Mapping(404, "invalid_request_error"),
+    "x.pal.method_not_allowed": Mapping(405, "invalid_request_error"),
+    "x.pal.host_not_allowed": Mapping(421, "invalid_request_error"),
+    "x.pal.origin_not_allowed": Mapping(403, "permission_error"),
+    "x.pal.unsupported_media_type": Mapping(415, "invalid_request_error"),
+    "x.pal.conflict": Mapping(409, "invalid_request_error"),
+    "x.pal.internal": Mapping(500, "server_error"),
+}
+
+# Fallback by class when the service raised a code this edge does not know.
+_BY_CLASS: tuple[tuple[type[PalError], str], ...] = (
+    (NotFound, "memory_not_found"),
+    (Forbidden, "memory_forbidden"),
+    (InvalidInput, "memory_invalid"),
+    (Conflict, "x.pal.conflict"),
+    (Unavailable, "memory_unavailable"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiError:
+    """One error response, ready to be rendered."""
+
+    code: str
+    message: str
+    param: str | None = None
+    detail: Any = None
+
+    @property
+    def status(self) -> int:
+        """The HTTP status for this code."""
+        return CODES[self.code].status
+
+    def body(self) -> dict[str, Any]:
+        """The envelope: ``{"error": {type, code, message, param, detail}}``."""
+        return {
+            "error": {
+                "type": CODES[self.code].type,
+                "code": self.code,
+                "message": self.message,
+                "param": self.param,
+                "detail": self.detail,
+            }
+        }
+
+
+def from_pal_error(exc: PalError) -> ApiError:
+    """Translate a service error into its envelope, by code first and class second."""
+    code = exc.code if exc.code in CODES else _code_for_class(exc)
+    message = exc.message if not exc.hint else f"{exc.message}; {exc.hint}"
+    param = getattr(exc, "param", None)
+    detail = getattr(exc, "detail", None)
+    if code == "x.pal.conflict" and exc.code not in CODES:
+        # Keep the service's own conflict reason (idempotency mismatch, lost CAS) visible.
+        detail = {"reason": exc.code}
+    return ApiError(
+        code=code,
+        message=message,
+        param=param if isinstance(param, str) else None,
+        detail=detail if isinstance(detail, dict | list | str) else None,
+    )
+
+
+def _code_for_class(exc: PalError) -> str:
+    for cls, code in _BY_CLASS:
+        if isinstance(exc, cls):
+            return code
+    return "x.pal.internal"
+
+
+def error_schema() -> dict[str, Any]:
+    """The OpenAPI schema of the envelope (kept beside the code that emits it)."""
+    return {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["type", "code", "message"],
+                "properties": {
+                    "type": {
+                        "type": "string",
+                        "enum": sorted({m.type for m in CODES.values()}),
+                    },
+                    "code": {"type": "string", "enum": sorted(CODES)},
+                    "message": {"type": "string"},
+                    "param": {"type": ["string", "null"]},
+                    "detail": {},
+                },
+            }
+        },
+    }
+
+
+__all__ = ["CODES", "ApiError", "Mapping", "error_schema", "from_pal_error"]

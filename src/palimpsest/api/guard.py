@@ -1,0 +1,233 @@
+"""The ASGI guard in front of every route: Host/Origin, bearer credential, size, strict JSON.
+
+It runs before FastAPI sees a request, in this order, and answers with the shared error
+envelope when it refuses:
+
+1. **Host and Origin** (security-tests.md F25): when an allowlist is configured (the default for a
+   loopback bind), a request naming another host is refused with 421, and a browser ``Origin``
+   that is not in the list with 403 — DNS rebinding cannot reach a local server.
+2. **Bearer credential** on every route, the OpenAPI document included: no credential, a
+   malformed header or an unknown/revoked credential → 401 ``invalid_credential``. There is no
+   cookie or ambient authentication.
+3. **Size** (security-tests.md A2): a declared ``Content-Length`` over the cap is refused before a
+   byte is read; a body that grows past the cap while streaming is refused as soon as it does,
+   so the body is never buffered beyond the cap → 413.
+4. **Strict JSON**: a JSON body is decoded by :func:`palimpsest.canonical.decode` (no duplicate
+   keys, NaN, lone surrogates, BOM, runaway nesting) before FastAPI's lenient parser sees it →
+   422 ``memory_invalid``.
+
+The guard holds no state besides its configuration and never touches the store directly:
+credentials are checked by the ``authenticate`` callable it is given.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from palimpsest import canonical
+from palimpsest.api.errors import ApiError, from_pal_error
+from palimpsest.errors import PalError
+from palimpsest.service.providers import MAX_FILE_BYTES
+
+Scope = dict[str, Any]
+Message = dict[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PRINCIPAL_KEY = "palimpsest.principal"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every request-size cap of the HTTP face, in one place (security-tests.md A2)."""
+
+    json_body_bytes: int = 1 << 20  # 1 MiB: records, recall requests, observe batches
+    file_body_bytes: int = MAX_FILE_BYTES  # one uploaded file (POST /v1/files): the provider's cap
+    idempotency_key_chars: int = 255
+    header_token_chars: int = 512
+
+
+@dataclass(frozen=True, slots=True)
+class GuardConfig:
+    """What the guard allows; ``allowed_hosts`` empty means any Host header."""
+
+    limits: Limits = field(default_factory=Limits)
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    file_paths: tuple[str, ...] = ("/v1/files",)
+
+
+# authenticate(token) -> principal; runs off the event loop (it may touch the store).
+Authenticate = Callable[[str], Awaitable[Any]]
+
+
+class Guard:
+    """ASGI middleware applying :class:`GuardConfig` and the credential check."""
+
+    def __init__(self, app: ASGIApp, *, config: GuardConfig, authenticate: Authenticate) -> None:
+        self.app = app
+        self.config = config
+        self.authenticate = authenticate
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = _headers(scope)
+        refusal = self._check_host(headers)
+        if refusal is not None:
+            await send_error(refusal, send)
+            return
+        principal_or_error = await self._principal(headers)
+        if isinstance(principal_or_error, ApiError):
+            await send_error(principal_or_error, send)
+            return
+        scope[PRINCIPAL_KEY] = principal_or_error
+        method = scope.get("method", "GET")
+        if method in ("GET", "HEAD", "OPTIONS", "DELETE") and "content-length" not in headers:
+            await self.app(scope, receive, send)
+            return
+        is_file = scope.get("path", "") in self.config.file_paths
+        cap = self.config.limits.file_body_bytes if is_file else self.config.limits.json_body_bytes
+        body_or_error = await _read_body(headers, receive, cap)
+        if isinstance(body_or_error, ApiError):
+            await send_error(body_or_error, send)
+            return
+        body = body_or_error
+        if not is_file and body:
+            refusal = _check_json(headers, body)
+            if refusal is not None:
+                await send_error(refusal, send)
+                return
+        await self.app(scope, _replay(body, receive), send)
+
+    def _check_host(self, headers: dict[str, str]) -> ApiError | None:
+        allowed = self.config.allowed_hosts
+        if not allowed:
+            return None
+        host = _host_name(headers.get("host", ""))
+        if host not in allowed:
+            return ApiError("x.pal.host_not_allowed", "this server does not answer for that host")
+        origin = headers.get("origin")
+        if origin is not None and _host_name(origin.split("://", 1)[-1]) not in allowed:
+            return ApiError("x.pal.origin_not_allowed", "cross-origin requests are refused")
+        return None
+
+    async def _principal(self, headers: dict[str, str]) -> Any:
+        value = headers.get("authorization", "")
+        scheme, _, token = value.partition(" ")
+        token = token.strip()
+        if (
+            not hmac.compare_digest(scheme.lower().encode(), b"bearer")
+            or not token
+            or len(token) > self.config.limits.header_token_chars
+            or not token.isascii()
+            or not token.isprintable()
+        ):
+            return ApiError(
+                "invalid_credential",
+                "a bearer credential is required: send 'Authorization: Bearer <credential>'",
+            )
+        try:
+            return await self.authenticate(token)
+        except PalError:
+            return ApiError("invalid_credential", "the credential is unknown or revoked")
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for raw_name, raw_value in scope.get("headers", []):
+        name = raw_name.decode("latin-1").lower()
+        if name not in out:  # first occurrence wins; duplicates cannot smuggle a second value
+            out[name] = raw_value.decode("latin-1")
+    return out
+
+
+def _host_name(host: str) -> str:
+    host = host.strip().lower()
+    if host.startswith("["):
+        end = host.find("]")
+        return host[: end + 1] if end > 0 else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+async def _read_body(headers: dict[str, str], receive: Receive, cap: int) -> bytes | ApiError:
+    too_large = ApiError(
+        "x.pal.request_too_large",
+        f"the request body exceeds {cap} bytes; send less (upload files with POST /v1/files)",
+        detail={"limit_bytes": cap},
+    )
+    declared = headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit() or len(declared) > 15:
+            return ApiError("memory_invalid", "Content-Length is not a number")
+        if int(declared) > cap:
+            return too_large
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            return too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _check_json(headers: dict[str, str], body: bytes) -> ApiError | None:
+    media = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        return ApiError(
+            "x.pal.unsupported_media_type",
+            "send the request body as application/json",
+        )
+    try:
+        canonical.decode(body, trailing_whitespace=True, allow_floats=True)
+    except PalError as exc:
+        err = from_pal_error(exc)
+        return ApiError("memory_invalid", err.message)
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # later calls wait for the real disconnect
+
+    return replay
+
+
+async def send_error(error: ApiError, send: Send) -> None:
+    """Send one error envelope as a complete response."""
+    payload = canonical.encode(error.body())
+    await send(
+        {
+            "type": "http.response.start",
+            "status": error.status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"x-content-type-options", b"nosniff"),
+                (b"cache-control", b"no-store"),
+            ]
+            + ([(b"www-authenticate", b"Bearer")] if error.status == 401 else []),
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "Guard", "GuardConfig", "Limits", "send_error"]

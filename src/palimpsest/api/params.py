@@ -1,0 +1,73 @@
+"""Path, query and header parameters shared by the routes, with their bounds.
+
+Each bound is stated once here so a malformed parameter is refused (422 ``memory_invalid``)
+before the service is called. Ids are opaque to the API: their syntax is the service's.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import Depends, Header, Path, Query, Request
+
+from palimpsest.api.runtime import Runner, caller_of, runner, service
+from palimpsest.service.memories import MemoryService
+from palimpsest.service.model import Caller
+
+MemoryId = Annotated[str, Path(min_length=1, max_length=200, description="A memory id")]
+RecordId = Annotated[str, Path(min_length=1, max_length=200, description="A record id")]
+ObjectId = Annotated[str, Path(min_length=1, max_length=200)]
+QueryName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_]{1,100}$")]
+PartIndex = Annotated[int, Path(ge=0, le=1000, description="Index of a content part")]
+Limit = Annotated[int, Query(ge=1, le=200, description="Page size (≤ 200)")]
+Cursor = Annotated[str | None, Query(min_length=1, max_length=500)]
+AsOf = Annotated[
+    str | None,
+    Query(min_length=1, max_length=64, description="Read as it stood at this instant"),
+]
+Include = Annotated[Literal["active", "all"], Query()]
+TypeFilter = Annotated[str | None, Query(min_length=1, max_length=100, alias="type")]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[\x21-\x7e]{1,255}$",
+        description="Replays of the same write under the same key return the first result",
+    ),
+]
+
+
+class Ctx:
+    """What a route needs: the service, its runner and the authenticated caller."""
+
+    __slots__ = ("caller", "run", "svc")
+
+    def __init__(self, request: Request) -> None:
+        self.svc: MemoryService = service(request.app)
+        self.run: Runner = runner(request.app)
+        self.caller: Caller = caller_of(request)
+
+
+async def _context(request: Request) -> Ctx:
+    # An async dependency: FastAPI would run a plain class in its thread pool (one more
+    # thread hop per request for nothing).
+    return Ctx(request)
+
+
+Context = Annotated[Ctx, Depends(_context)]
+
+__all__ = [
+    "AsOf",
+    "Context",
+    "Ctx",
+    "Cursor",
+    "IdempotencyKey",
+    "Include",
+    "Limit",
+    "MemoryId",
+    "ObjectId",
+    "PartIndex",
+    "QueryName",
+    "RecordId",
+    "TypeFilter",
+]

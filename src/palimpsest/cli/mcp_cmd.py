@@ -1,0 +1,69 @@
+"""``pal mcp``: serve the memory tools to one MCP client over stdio.
+
+The agent is authenticated once, at start, from a credential file (0600) or ``PAL_CREDENTIAL``;
+every tool call then runs as that member through the service facade on the data directory, so
+the agent reaches exactly what its grants allow. Stdout carries the MCP protocol only.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import anyio
+import click
+
+from palimpsest.cli.serve_cmd import default_data_dir
+from palimpsest.errors import InvalidInput
+from palimpsest.service.gitsetup import ServiceAccess, open_flow
+from palimpsest.service.memories import MemoryService
+
+MAX_SECRET_BYTES = 4096
+
+
+def read_secret(path: Path | None) -> str:
+    """The credential from a private file, else from ``PAL_CREDENTIAL``."""
+    if path is None:
+        secret = os.environ.get("PAL_CREDENTIAL", "").strip()
+        if not secret:
+            raise InvalidInput("no credential: pass --credential-file or set PAL_CREDENTIAL",
+                               code="mcp-credential")
+        return secret
+    try:
+        info = path.stat()
+        data = path.read_bytes()[: MAX_SECRET_BYTES + 1]
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the credential file {path}",
+                           code="mcp-credential") from exc
+    if not stat.S_ISREG(info.st_mode) or info.st_mode & 0o077:
+        raise InvalidInput(f"the credential file {path} must be a regular file with mode 0600",
+                           code="mcp-credential", hint=f"chmod 600 {path}")
+    secret = data.decode("ascii", errors="replace").strip()
+    if not secret or len(secret) > MAX_SECRET_BYTES:
+        raise InvalidInput(f"the credential file {path} holds no credential",
+                           code="mcp-credential")
+    return secret
+
+
+@click.command("mcp")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Service data directory (default: $PAL_DATA_DIR or the standard place).")
+@click.option("--credential-file", type=click.Path(path_type=Path, dir_okay=False),
+              default=None, help="File holding the agent's credential (mode 0600).")
+@click.option("--memory", "default_memory", default=None,
+              help="Default memory for memory_remember when the agent names none.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Accepted for uniformity: stdout already carries JSON-RPC only.")
+def command(data_dir: Path | None, credential_file: Path | None, default_memory: str | None,
+            as_json: bool) -> None:
+    """Serve the memory tools to an MCP client over stdio, as one authenticated agent."""
+    secret = read_secret(credential_file)
+    directory = (data_dir or default_data_dir()).expanduser()
+    with MemoryService(directory) as svc:
+        caller = svc.authenticate(secret)
+        # the SDK is imported only once the credential is accepted: refusals stay fast
+        from palimpsest.mcp.server import serve_stdio  # noqa: PLC0415
+
+        flow = open_flow(directory, ServiceAccess(svc))
+        anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory, flow=flow))

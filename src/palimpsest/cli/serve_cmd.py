@@ -1,0 +1,150 @@
+"""``pal serve``: run the memory service (UHP Memories over HTTP) on a data directory.
+
+The data directory holds the embedded SQLite store (WAL) and the content-addressed file bytes.
+On the first start the store is empty: an owner member is created and its credential printed
+**once** (it is stored only as a hash). Binding to an address other than loopback is refused
+unless credentials were configured beforehand (``pal admin credential create`` or an earlier
+loopback start): a public listener never mints and prints a secret.
+
+With ``--json`` the command prints one JSON line once the socket is listening — ``{"url", "host",
+"port", "data_dir", "owner"?}`` — so a test or a supervisor can start it on ``--port 0``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import uvicorn
+
+from palimpsest import canonical
+from palimpsest.api.app import ApiConfig, create_app
+from palimpsest.api.guard import LOOPBACK_HOSTS, GuardConfig
+from palimpsest.errors import InvalidInput
+from palimpsest.service.memories import MemoryService
+from palimpsest.text import safe_text
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+def default_data_dir() -> Path:
+    """``$PAL_DATA_DIR``, else ``$XDG_DATA_HOME/palimpsest/service`` (``~/.local/share``)."""
+    explicit = os.environ.get("PAL_DATA_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "palimpsest" / "service"
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback IP literals; names are not resolved."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the
+    # listening socket says so, and without it every keep-alive response waits for a
+    # delayed ACK (~40 ms).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}",
+                           code="bind-failed") from exc
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+@click.command("serve")
+@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Data directory (default: $PAL_DATA_DIR or ~/.local/share/palimpsest/service).")
+@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="Port (0 picks a free one).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True,
+              help="Host header names to answer for, besides loopback names (repeatable).")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info"]),
+              default="warning", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
+def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple[str, ...],
+            log_level: str, as_json: bool) -> None:
+    """Run the memory service until interrupted."""
+    directory = (data_dir or default_data_dir()).expanduser()
+    loopback = is_loopback(host)
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    svc = MemoryService(directory)
+    try:
+        owner: dict[str, Any] | None = None
+        if not loopback:
+            active = [c for c in svc.list_credentials() if not c.revoked]
+            if not active:
+                raise InvalidInput(
+                    f"refusing to listen on non-loopback address {host} without configured "
+                    "credentials",
+                    code="no-credentials",
+                    hint=f"create one first: pal admin --data-dir {directory} member create "
+                    "NAME, then pal admin credential create MEMBER_ID",
+                )
+        else:
+            made = svc.bootstrap_owner()
+            if made is not None:
+                member, secret = made
+                owner = {"member_id": member.id, "credential": secret}
+        sock = _listen(host, port)
+        bound_port = sock.getsockname()[1]
+        shown_host = f"[{host.strip('[]')}]" if ":" in host else host
+        url = f"http://{shown_host}:{bound_port}"
+        hosts = (LOOPBACK_HOSTS if loopback else ()) + tuple(h.lower() for h in allowed_hosts)
+        config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
+        app = create_app(svc, config)
+        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
+                  as_json=as_json)
+        server = uvicorn.Server(uvicorn.Config(
+            app, log_level=log_level, access_log=log_level == "info", lifespan="on",
+            server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
+        # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
+        # to whatever handler was installed before it: make that a no-op, so the process
+        # goes on to close the store and exits 0 instead of dying by the signal.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _stopped)
+        server.run(sockets=[sock])
+    finally:
+        svc.close()
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """Handler left in place after uvicorn's graceful shutdown (see :func:`command`)."""
+
+
+def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[str, Any] | None,
+              as_json: bool) -> None:
+    if as_json:
+        line: dict[str, Any] = {"url": url, "host": host, "port": port,
+                                "data_dir": str(directory)}
+        if owner is not None:
+            line["owner"] = owner
+        sys.stdout.write(canonical.encode(line).decode() + "\n")
+    else:
+        if owner is not None:
+            click.echo(f"first start: created owner member {safe_text(owner['member_id'])}")
+            click.echo("owner credential (shown once, store it now): "
+                       f"{safe_text(owner['credential'])}")
+        click.echo(f"data directory: {safe_text(str(directory))}")
+        click.echo(f"listening on {safe_text(url)} (Ctrl-C stops)")
+    sys.stdout.flush()

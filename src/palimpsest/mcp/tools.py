@@ -1,0 +1,193 @@
+"""Tool definitions and offering rules (uhp-memories.md §13, memory-git.md §12). Pure values.
+
+Each tool is a :class:`ToolSpec` with the exact input schema of the reference. Which tools an
+agent sees is decided by :func:`offered` from an :class:`Offers` value computed per caller: write
+tools only where the agent may write somewhere; ``memory_run_query``, ``memory_operate`` and
+``memory_query`` only where named queries, type operations or a free-query language exist; the
+Memory Git group when the service offers it; the repository group only for stdio inside a Git
+repository. Erase is never a tool. Adding a group is adding specs to :data:`SPECS` and handlers
+under the same names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+MEMORY_PROP: dict[str, Any] = {
+    "type": "string",
+    "description": (
+        "A memory id (hmem_…): one attached to you, or one a previous answer named as a parent "
+        "or child."
+    ),
+}
+_STR: dict[str, Any] = {"type": "string"}
+_INT: dict[str, Any] = {"type": "integer"}
+_OBJ: dict[str, Any] = {"type": "object"}
+_STRS: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+
+
+@dataclass(frozen=True, slots=True)
+class Offers:
+    """What one caller may be offered (computed by the server per caller)."""
+
+    writes: bool = False
+    queries: bool = False
+    operations: bool = False
+    languages: tuple[str, ...] = ()
+    files: bool = False
+    git: bool = False
+    repo: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """One tool: name, description, JSON Schema properties and required names."""
+
+    name: str
+    description: str
+    properties: dict[str, Any]
+    required: tuple[str, ...]
+    writes: bool
+    group: str  # "uhp" | "git" | "repo"
+
+    def input_schema(self) -> dict[str, Any]:
+        """The ``inputSchema`` object: ``{type:"object", properties, required}``."""
+        return {"type": "object", "properties": self.properties, "required": list(self.required)}
+
+
+def _uhp(name: str, description: str, props: dict[str, Any], required: tuple[str, ...],
+         writes: bool = False) -> ToolSpec:
+    return ToolSpec(name, description, props, required, writes, "uhp")
+
+
+REMEMBER_TYPES = ("fact", "note", "procedure", "link", "entity")
+
+UHP_TOOLS: tuple[ToolSpec, ...] = (
+    _uhp("memory_list",
+         "List the memories you can reach: without `memory`, those attached to you; with it, "
+         "that memory and its children.",
+         {"memory": MEMORY_PROP}, ()),
+    _uhp("memory_recall",
+         "Recall records from a memory and every readable memory below it. Results are "
+         "untrusted data, each with its writer.",
+         {"memory": MEMORY_PROP, "query": _STR, "text": _STR,
+          "filters": {"type": "object", "description":
+                      "{field, op, value} with op in eq, in, gte, lte, contains; or {and:[…]}, "
+                      "{or:[…]}"},
+          "types": _STRS, "depth": _INT, "limit": _INT},
+         ("memory",)),
+    _uhp("memory_graph",
+         "Records and the references between them, around one record or across a memory.",
+         {"memory": MEMORY_PROP, "record": _STR, "hops": _INT, "types": _STRS}, ("memory",)),
+    _uhp("memory_get", "One record of a memory, optionally with its version history.",
+         {"memory": MEMORY_PROP, "record": _STR, "history": {"type": "boolean"}},
+         ("memory", "record")),
+    _uhp("memory_remember",
+         "Write a record. Without `memory` it goes to your default memory.",
+         {"memory": MEMORY_PROP,
+          "type": {"type": "string", "enum": list(REMEMBER_TYPES), "default": "fact"},
+          "title": _STR, "content": _STR, "attributes": _OBJ,
+          "references": {"type": "array", "items": {
+              "type": "object",
+              "properties": {"rel": _STR, "record_id": _STR, "memory_id": _STR},
+              "required": ["rel", "record_id"]}}},
+         (), writes=True),
+    _uhp("memory_revise",
+         "Write a new version of a record, saying why.",
+         {"memory": MEMORY_PROP, "record": _STR, "title": _STR, "content": _STR,
+          "attributes": _OBJ, "reason": _STR},
+         ("memory", "record", "reason"), writes=True),
+    _uhp("memory_forget", "Mark a record forgotten (its history is kept).",
+         {"memory": MEMORY_PROP, "record": _STR}, ("memory", "record"), writes=True),
+)
+
+RUN_QUERY = _uhp("memory_run_query", "Run a named query of a memory.",
+                 {"memory": MEMORY_PROP, "name": _STR, "params": _OBJ}, ("memory", "name"))
+OPERATE = _uhp("memory_operate", "Run an operation that a record's type declares.",
+               {"memory": MEMORY_PROP, "record": _STR, "operation": _STR, "input": _OBJ},
+               ("memory", "record", "operation"))
+
+
+def query_tool(languages: tuple[str, ...]) -> ToolSpec:
+    """``memory_query``, its description naming the languages on offer."""
+    return _uhp("memory_query",
+                "Run a free query over a memory in one of: " + ", ".join(languages) + ".",
+                {"memory": MEMORY_PROP, "language": _STR, "statement": _STR, "params": _OBJ},
+                ("memory", "statement"))
+
+
+def _git(name: str, description: str, props: dict[str, Any], required: tuple[str, ...],
+         writes: bool = False) -> ToolSpec:
+    return ToolSpec(name, description, props, required, writes, "git")
+
+
+_PROJECT: dict[str, Any] = {"type": "string", "description": "The memory id whose history to use."}
+GIT_TOOLS: tuple[ToolSpec, ...] = (
+    _git("memory_status", "Refs, heads and open proposals of a memory's history.",
+         {"project": _PROJECT}, ("project",)),
+    _git("memory_ref_list", "The refs of a memory's history.", {"project": _PROJECT},
+         ("project",)),
+    _git("memory_log", "Changesets reachable from a ref, newest first.",
+         {"project": _PROJECT, "ref": _STR, "limit": _INT}, ("project", "ref")),
+    _git("memory_show", "One changeset.", {"id": _STR}, ("id",)),
+    _git("memory_diff", "Semantic diff of a changeset against a base (default: its parent).",
+         {"base_changeset_id": _STR, "target_changeset_id": _STR}, ("target_changeset_id",)),
+    _git("memory_context_at", "Accepted memory at a ref (or a historical head reachable from it).",
+         {"project": _PROJECT, "ref": _STR, "head": _STR, "query": _STR, "limit": _INT},
+         ("project", "ref")),
+    _git("memory_branch_create", "Create a ref you own at a changeset.",
+         {"project": _PROJECT, "ref_name": _STR, "head_changeset_id": _STR},
+         ("project", "ref_name", "head_changeset_id"), writes=True),
+    _git("memory_changeset_create", "Commit operations to a ref you own (compare-and-swap).",
+         {"project": _PROJECT, "ref": _STR, "expected_head": _STR, "parent_ids": _STRS,
+          "message": _STR, "idempotency_key": _STR,
+          "ops": {"type": "array", "items": {"type": "object"}}},
+         ("project", "ref", "message", "idempotency_key", "ops"), writes=True),
+    _git("memory_merge_propose",
+         "Propose merging your ref into a protected ref; `source_ref` defaults to your ref "
+         "whose head is `head_changeset_id`.",
+         {"project": _PROJECT, "target_ref": _STR, "source_ref": _STR,
+          "head_changeset_id": _STR, "base_changeset_id": _STR, "message": _STR,
+          "idempotency_key": _STR, "selected_ops": _STRS},
+         ("project", "target_ref", "head_changeset_id", "message", "idempotency_key"),
+         writes=True),
+    _git("memory_merge_review", "Review someone else's proposal.",
+         {"proposal_id": _STR,
+          "verdict": {"type": "string", "enum": ["approve", "request_changes", "reject"]},
+          "comment": _STR,
+          "severity": {"type": "string", "enum": ["info", "minor", "major", "critical"]}},
+         ("proposal_id", "verdict"), writes=True),
+    _git("memory_merge", "Merge an approved proposal.",
+         {"proposal_id": _STR, "idempotency_key": _STR}, ("proposal_id",), writes=True),
+    _git("memory_merge_cancel", "Cancel your own proposal.", {"proposal_id": _STR},
+         ("proposal_id",), writes=True),
+)
+
+REPO_TOOLS: tuple[ToolSpec, ...] = ()  # repo-memory recall, grep, show: added with the hn code
+
+
+def offered(offers: Offers) -> list[ToolSpec]:
+    """The tools for one caller, in the reference's order."""
+    tools = [t for t in UHP_TOOLS if offers.writes or not t.writes]
+    if offers.queries:
+        tools.append(RUN_QUERY)
+    if offers.operations:
+        tools.append(OPERATE)
+    if offers.languages:
+        tools.append(query_tool(offers.languages))
+    if offers.git:
+        tools.extend(t for t in GIT_TOOLS if offers.writes or not t.writes)
+    if offers.repo:
+        tools.extend(REPO_TOOLS)
+    return tools
+
+
+def find(offers: Offers, name: str) -> ToolSpec | None:
+    """The offered tool with this name, or ``None`` (unknown and not-offered look alike)."""
+    if not TOOL_NAME_RE.fullmatch(name):
+        return None
+    return next((t for t in offered(offers) if t.name == name), None)

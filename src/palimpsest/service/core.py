@@ -1,0 +1,319 @@
+"""Shared machinery of the service operations: clock, ids, the caller's view of the tree,
+idempotent writes, committing changesets with their projection, and rendering records.
+
+:class:`Core` is the state the operation modules (``tree``, ``records``, ``extras``, ``admin``)
+share; :class:`palimpsest.service.memories.MemoryService` is the public face over it.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from palimpsest import canonical
+from palimpsest.errors import NotFound
+from palimpsest.search.fts import document_text
+from palimpsest.service import history, wire
+from palimpsest.service.access import Tree, View
+from palimpsest.service.model import (
+    SHARED_MAIN,
+    Caller,
+    Changeset,
+    ContentPart,
+    FileRef,
+    Memory,
+    Op,
+    Principal,
+    RecordBody,
+    RecordVersion,
+    Ref,
+    Reference,
+    Wire,
+    forbidden,
+    not_found,
+    unavailable,
+)
+from palimpsest.service.storage.sqlite import SqliteStore, load
+
+Clock = Callable[[], int]
+
+
+def mint(prefix: str) -> str:
+    """A fresh opaque id: ``<prefix>_`` + 26 lower-case base32 characters (128 random bits)."""
+    raw = base64.b32encode(secrets.token_bytes(16)).decode("ascii").rstrip("=").lower()
+    return f"{prefix}_{raw}"
+
+
+def body_from_stored(data: Any) -> RecordBody:
+    """A stored (already validated) body document back into a :class:`RecordBody`."""
+    parts: list[ContentPart] = []
+    for p in data["content"]:
+        if p["type"] == "text":
+            parts.append(ContentPart("text", text=p.get("text", ""), role=p.get("role")))
+        elif p["type"] == "file":
+            f = p["file"]
+            parts.append(ContentPart("file", text=p.get("text"),
+                                     file=FileRef(f["id"], f["name"], f["media_type"],
+                                                  f["bytes"], ""),
+                                     text_source=p.get("text_source"), role=p.get("role")))
+        else:
+            parts.append(ContentPart(p["type"], raw=p))
+    refs = tuple(Reference(r["rel"], r.get("memory_id"), r["record_id"])
+                 for r in data["references"])
+    return RecordBody(data["type"], data["title"], tuple(parts), data["attributes"], refs,
+                      data.get("valid_from"), data.get("valid_to"))
+
+
+class Core:
+    """Store, clock and caches shared by every operation."""
+
+    def __init__(self, store: SqliteStore, clock: Clock | None) -> None:
+        self.store = store
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._last_us = 0
+        self._real = clock is None
+        self._sealed: dict[str, RecordBody] = {}
+        self._tree: tuple[int, Tree] | None = None
+
+    # --- time -----------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        """Epoch milliseconds from the clock."""
+        return int(self._clock())
+
+    def now_iso(self) -> str:
+        """A strictly increasing server timestamp (microseconds), so versions order by time."""
+        us = time.time_ns() // 1000 if self._real else self.now_ms() * 1000
+        us = max(us, self._last_us + 1)
+        self._last_us = us
+        moment = datetime.fromtimestamp(us // 1_000_000, UTC).replace(microsecond=us % 1_000_000)
+        return wire.iso(moment)
+
+    # --- tree and access ------------------------------------------------------------------
+    def tree(self) -> Tree:
+        """The tree and grants, cached until the next structural write."""
+        gen = self.store.tree_generation()
+        if self._tree is None or self._tree[0] != gen:
+            self._tree = (gen, Tree.build(self.store.all_memories(), self.store.all_grants()))
+        return self._tree[1]
+
+    def caller_for(self, member_id: str) -> Caller:
+        """The caller a member id stands for, with its groups resolved."""
+        member = self.store.member(member_id)
+        if member is None:
+            raise NotFound("no such member", code="member_not_found")
+        return Caller(member, self.store.groups_of(member_id))
+
+    def view(self, caller: Caller) -> View:
+        """The caller's effective privileges over the current tree."""
+        return View(self.tree(), caller.principals)
+
+    def resolve(self, caller: Caller, memory_id: Any, privilege: str | None) -> tuple[View,
+                                                                                         Memory]:
+        """The memory if the caller sees it and holds ``privilege`` (``None``: any).
+
+        Raises memory_not_found for unknown and unseen alike, memory_forbidden otherwise.
+        """
+        view = self.view(caller)
+        if not isinstance(memory_id, str) or memory_id not in view.tree.nodes \
+                or not view.sees(memory_id):
+            raise not_found()
+        if privilege is not None and not view.can(memory_id, privilege):
+            raise forbidden(privilege)
+        return view, view.tree.nodes[memory_id]
+
+    def memory_wire(self, view: View, m: Memory) -> Wire:
+        """The memory object for this caller."""
+        counts = self.store.record_counts([m.id])
+        return m.to_wire(ancestors=view.visible_ancestors(m.id),
+                         privileges=view.privileges(m.id), records=counts[m.id],
+                         children=len(view.visible_children(m.id)))
+
+    # --- idempotent writes ----------------------------------------------------------------
+    def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
+                   key: str | None, apply: Callable[[str], Wire],
+                   check: Callable[[], None] | None = None) -> Wire:
+        """Run ``apply(key)`` once per (caller, scope, key) inside one write transaction.
+
+        ``check`` (access) runs first, so a replay never bypasses authorisation. A replay with
+        the same request returns the stored response; another request under the key fails.
+        """
+        key = wire.idempotency_key(key) or f"auto-{uuid.uuid4()}"
+        digest = history.request_digest(operation, scope, request)
+        principal = f"member:{caller.member.id}"
+        with self.store.write():
+            if check is not None:
+                check()
+            prior = self.store.replay(principal, scope, key)
+            if prior is not None:
+                history.check_replay(prior[0], digest)
+                stored: Wire = prior[1]
+                return stored
+            try:
+                response = apply(key)
+            finally:
+                self._sealed.clear()
+            self.store.remember_response(principal, scope, key, digest, response, self.now_ms())
+            return response
+
+    # --- changesets -----------------------------------------------------------------------
+    def commit(self, memory_id: str, author: Principal, key: str, ops: Sequence[Op],  # noqa: PLR0917
+               message: str, ref_name: str = SHARED_MAIN,
+               expected_head: str | bool | None = False) -> Changeset:
+        """Append one changeset to ``ref_name`` with CAS and apply its projection.
+
+        Must run inside :meth:`SqliteStore.write`. ``expected_head=False`` means "the head read
+        in this transaction" (a direct write); otherwise it is compared with the current head.
+        Only ``refs/shared/main`` projects into records and the search index.
+        """
+        now = self.now_iso()
+        ref = self.store.ref(memory_id, ref_name)
+        current = ref.head if ref else None
+        if expected_head is not False:
+            history.check_head(expected_head if isinstance(expected_head, str) else None,
+                               current, ref_name)
+        cs = history.make_changeset(memory_id, ref_name, (current,) if current else (),
+                                    author.grant_form, message, key, ops, now)
+        self.store.insert_changeset(cs.id, memory_id, ref_name, cs.author, key, now,
+                                    cs.to_wire())
+        self.store.set_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
+                               author.grant_form, ref.created_at if ref else now, now))
+        if ref_name == SHARED_MAIN:
+            for op in cs.ops:
+                self.apply(cs, op)
+        return cs
+
+    def apply(self, cs: Changeset, op: Op) -> None:
+        """Project one op of an accepted changeset (records, versions, edges, index)."""
+        row = self.store.record_head(op.target or op.payload.get("record_id", ""))
+        head = None if row is None else history.Head(row["id"], row["memory_id"],
+                                                     row["version"], row["status"],
+                                                     row["body_digest"])
+        eff = history.effects(cs, op, head)
+        if isinstance(eff, history.NewVersion):
+            body = self._sealed.pop(eff.body_digest, None)
+            if body is None:
+                stored = self.store.body(eff.body_digest)
+                if stored is not None and history.body_matches(eff.body_digest, *stored):
+                    body = body_from_stored(load(stored[1]))
+                # else: erased later in history, or damaged: indexed as nothing
+            extra: dict[str, Any] = {}
+            if eff.on_behalf_of is not None:
+                extra["on_behalf_of"] = eff.on_behalf_of.to_wire()
+            if eff.consolidation_id is not None:
+                extra["consolidation_id"] = eff.consolidation_id
+            rtype = body.type if body else "x.erased"
+            self.store.project_version(
+                record_id=eff.record_id, memory_id=eff.memory_id, version=eff.version,
+                type=rtype, body_digest=eff.body_digest, written_at=eff.written_at,
+                written_by=canonical.encode(eff.written_by.to_wire()).decode(),
+                extra=canonical.encode(extra).decode(), changeset_id=eff.changeset_id,
+                standing=bool(body and body.attributes.get("standing") is True),
+                fts_text=document_text(body.text) if body else "",
+                edges=[(r.record_id, r.rel) for r in body.references] if body else (),
+                existing=row["n"] if row is not None else None,
+                was_forgotten=row is not None and row["status"] == "forgotten")
+        elif isinstance(eff, history.Forgotten):
+            if row is None:  # effects() refuses a forget without a head
+                return
+            self.store.project_forget(eff.record_id, eff.at)
+        else:
+            for fid in self._file_ids(eff.record_id):
+                self.store.delete_file(fid)
+            self.store.project_erase(eff.record_id)
+            self.store.forget_responses(cs.memory_id, eff.record_id)
+
+    def rebuild(self) -> Wire:
+        """Drop and re-derive every projection from the changesets reachable from each
+        memory's ``refs/shared/main``, verifying every digest (one transaction)."""
+        with self.store.write():
+            docs = list(self.store.changeset_docs())
+            parents = {d["changeset_id"]: d["parent_ids"] for d in docs}
+            reachable: set[str] = set()
+            for mid in dict.fromkeys(d["project_id"] for d in docs):
+                ref = self.store.ref(mid, SHARED_MAIN)
+                stack = [ref.head] if ref and ref.head else []
+                while stack:
+                    cid = stack.pop()
+                    if cid in reachable or cid not in parents:
+                        continue
+                    reachable.add(cid)
+                    stack.extend(parents[cid])
+            self.store.clear_projections()
+            verified = 0
+            for d in docs:
+                cs = history.verify(history.from_wire(d))
+                verified += 1
+                if cs.id in reachable:
+                    for op in cs.ops:
+                        self.apply(cs, op)
+            counts = self.store.counts()
+        return {"object": "memory.rebuild", "verified": verified, **counts}
+
+    def _file_ids(self, record_id: str) -> set[str]:
+        out: set[str] = set()
+        for row in self.store.versions(record_id):
+            if row["data"] is None:
+                continue
+            for p in load(row["data"])["content"]:
+                if p.get("type") == "file":
+                    out.add(p["file"]["id"])
+        return out
+
+    def seal(self, body: RecordBody) -> str:
+        """Store a record body apart from history; returns the digest its op names."""
+        digest, salt, data = history.seal_body(body)
+        self.store.put_body(digest, salt, data)
+        self._sealed[digest] = body  # the projection in this transaction needs no re-read
+        return digest
+
+    # --- rendering ------------------------------------------------------------------------
+    def version(self, row: sqlite3.Row, as_of: str | None = None) -> RecordVersion:
+        """A version row (joined with its body) as a :class:`RecordVersion`."""
+        if not isinstance(row["data"], bytes) or not isinstance(row["salt"], bytes) \
+                or not history.body_matches(row["body_digest"], row["salt"], row["data"]):
+            raise unavailable("a record body is missing or fails its digest; run "
+                              "pal admin rebuild or restore from a backup")
+        body = body_from_stored(load(row["data"]))
+        if as_of is not None:
+            status = "forgotten" if row["forgotten_at"] and row["forgotten_at"] <= as_of \
+                else "active"
+        elif row["invalidated_at"]:
+            status = "superseded"
+        elif row["forgotten_at"]:
+            status = "forgotten"
+        else:
+            status = "active"
+        wb = load(row["written_by"])
+        extra = load(row["extra"])
+        v = int(row["version"])
+        return RecordVersion(
+            id=row["record_id"], memory_id=row["memory_id"], version=v, status=status,
+            supersedes=v - 1 if v > 1 else None, body=body, written_at=row["written_at"],
+            invalidated_at=row["invalidated_at"] or row["forgotten_at"],
+            written_by=history.principal_of(wb), changeset_id=row["changeset_id"],
+            on_behalf_of=history.principal_of(extra["on_behalf_of"])
+            if "on_behalf_of" in extra else None,
+            consolidation_id=extra.get("consolidation_id"))
+
+    def render(self, view: View, rec: RecordVersion) -> Wire:
+        """The record as this caller may see it: references into memories it cannot read
+        become ``{record_id, available:false}``."""
+        refs: list[Wire] = []
+        where = self.store.memory_of_records([r.record_id for r in rec.body.references
+                                              if r.memory_id is None])
+        for r in rec.body.references:
+            mid = r.memory_id or where.get(r.record_id)
+            if mid is not None and mid in view.tree.nodes and view.can(mid, "read"):
+                refs.append({"rel": r.rel, "memory_id": mid, "record_id": r.record_id})
+            else:
+                refs.append({"record_id": r.record_id, "available": False})
+        return rec.to_wire(refs)
+
+
+__all__ = ["Clock", "Core", "body_from_stored", "mint"]

@@ -1,0 +1,80 @@
+"""Opening Memory Git for a data directory: its store, its merge key ring, its access check.
+
+Key ring sources, first match wins (memory-git.md §11 names the upstream variables):
+
+1. ``PAL_MERGE_HMAC_KEYS`` or ``CHARON_MERGE_HMAC_KEYS`` = ``keyid=secret,…`` (rotation: every
+   id verifies; the first, or ``PAL_MERGE_HMAC_ACTIVE``, signs);
+2. ``PAL_MERGE_HMAC_KEY``, ``CHARON_MERGE_HMAC_KEY`` or the deprecated ``CHARON_HMAC_KEY``: one
+   key with key id ``""``;
+3. otherwise ``<data_dir>/merge-hmac.key`` (created with 32 random bytes, mode 0600), key id
+   ``local``.
+
+Every key must be at least 32 bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from palimpsest.errors import Forbidden, NotFound
+from palimpsest.service.gitflow import ReviewFlow
+from palimpsest.service.gitservice import GitService, member_of
+from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.storage.gitstore import GitStore
+
+KEY_FILE = "merge-hmac.key"
+DB_FILE = "memory-git.sqlite3"
+
+
+def load_key_ring(data_dir: Path, environ: Mapping[str, str] | None = None) -> KeyRing:
+    """The merge key ring from the environment or the data directory (see module docs).
+
+    Raises:
+        InvalidInput: a malformed spec or a key shorter than 32 bytes.
+    """
+    env = os.environ if environ is None else environ
+    spec = env.get("PAL_MERGE_HMAC_KEYS") or env.get("CHARON_MERGE_HMAC_KEYS")
+    if spec:
+        return KeyRing.from_spec(spec, env.get("PAL_MERGE_HMAC_ACTIVE") or None)
+    for name in ("PAL_MERGE_HMAC_KEY", "CHARON_MERGE_HMAC_KEY", "CHARON_HMAC_KEY"):
+        if env.get(name):
+            return KeyRing({"": env[name].encode("utf-8")})
+    path = data_dir / KEY_FILE
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_hex(32))
+    return KeyRing({"local": path.read_text(encoding="ascii").strip().encode("ascii")})
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceAccess:
+    """Grant checks through the memory service's public facade (a project is a memory)."""
+
+    svc: Any  # MemoryService; typed loosely so this module never imports the facade
+
+    def require(self, principal: str, project: str, privilege: str) -> None:
+        """Raise NotFound/Forbidden exactly as the UHP routes would."""
+        member = member_of(principal)
+        if not member:
+            raise NotFound("no such memory within your reach", code="memory_not_found")
+        caller = self.svc.caller(member)
+        held = self.svc.get_memory(caller, project).get("privileges", [])
+        if privilege not in held:
+            raise Forbidden(f"this needs the {privilege} privilege on the memory",
+                            code="memory_forbidden")
+
+
+def open_flow(data_dir: Path, access: Any, ring: KeyRing | None = None) -> ReviewFlow:
+    """Memory Git over ``<data_dir>/memory-git.sqlite3`` with ``access`` deciding privileges."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = GitStore(data_dir / DB_FILE)
+    return ReviewFlow(GitService(store, access), ring or load_key_ring(data_dir))
+
+
+__all__ = ["DB_FILE", "KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]

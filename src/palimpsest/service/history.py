@@ -1,0 +1,252 @@
+"""Memory Git history of the service: changesets, refs, idempotency and projection — pure.
+
+Every write to a memory is one immutable :class:`Changeset` on a ref of that memory
+(``refs/shared/main`` for a direct write). Its id is its integrity digest: SHA-256 over the
+canonical JSON of its content (memory-git.md §6, ``changeset_id`` and ``created_at`` excluded),
+so the id is verified on every read by recomputing it. A ref advances by compare-and-swap on its
+expected head; several refs per memory exist side by side (``refs/agents/<member>/*`` … are
+added by the review workflow), each with its own CAS.
+
+Records, versions and the search index are *projections* of the changesets reachable from
+``refs/shared/main``: :func:`effects` turns one op into the projection steps storage applies, in
+the same transaction as the changeset, and ``rebuild`` replays them from scratch.
+
+Record bodies (what a client states) are not inside the changeset: an op names the salted
+digest of its body, stored apart, so ``erase`` can remove the bytes while history stays intact
+and verifiable. The salt keeps a digest from confirming a guess of erased content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from palimpsest import canonical
+from palimpsest.errors import Conflict, Unavailable
+from palimpsest.service.model import (
+    CAS_MISMATCH,
+    IDEMPOTENCY_MISMATCH,
+    INTEGRITY,
+    SCHEMA_VERSION,
+    Changeset,
+    Op,
+    Principal,
+    RecordBody,
+    invalid,
+)
+
+WRITER_KEYS: Final = ("written_at", "written_by", "on_behalf_of", "consolidation_id")
+# Closed payload keys per op type (memory-git.md §4 for the idea; these are the service's ops).
+OP_KEYS: Final[Mapping[str, frozenset[str]]] = {
+    "add_record": frozenset({"record_id", "body_digest", "summary", *WRITER_KEYS}),
+    "revise_record": frozenset({"body_digest", "summary", "reason", *WRITER_KEYS}),
+    "forget_record": frozenset({"summary", *WRITER_KEYS}),
+    "erase_record": frozenset({"summary", *WRITER_KEYS}),
+}
+TARGETED: Final = frozenset({"revise_record", "forget_record", "erase_record"})
+MAX_OPS: Final = 1000
+MAX_OP_BYTES: Final = 64 * 1024
+
+
+def digest(value: Any) -> str:
+    """SHA-256 hex of the canonical JSON of ``value``."""
+    return hashlib.sha256(canonical.encode(value)).hexdigest()
+
+
+def validate_op(op: Op) -> None:
+    """Closed-key and shape check of one op; raises memory_invalid by name."""
+    allowed = OP_KEYS.get(op.op_type)
+    if allowed is None:
+        raise invalid(f"unknown op_type {op.op_type!r}")
+    for key in op.payload:
+        if key not in allowed:
+            raise invalid(f"op {op.op_type}: payload key {key!r} is not allowed")
+    if (op.target is None) == (op.op_type in TARGETED):
+        raise invalid(f"op {op.op_type}: target_event_id is "
+                      f"{'required' if op.op_type in TARGETED else 'not allowed'}")
+    for key in ("written_at", "written_by"):
+        if key not in op.payload:
+            raise invalid(f"op {op.op_type}: payload needs {key}")
+    if op.op_type in ("add_record", "revise_record") and not isinstance(
+            op.payload.get("body_digest"), str):
+        raise invalid(f"op {op.op_type}: payload needs body_digest")
+    if op.op_type == "add_record" and not isinstance(op.payload.get("record_id"), str):
+        raise invalid("op add_record: payload needs record_id")
+    if len(canonical.encode(dict(op.payload))) > MAX_OP_BYTES:
+        raise invalid(f"op {op.op_type}: payload exceeds {MAX_OP_BYTES} bytes")
+
+
+def content_of(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
+               message: str, idempotency_key: str, ops: Sequence[Op]) -> dict[str, Any]:
+    """The digested content of a changeset (keys sorted, as Go marshals a map)."""
+    return {
+        "author_principal": author,
+        "idempotency_key": idempotency_key,
+        "message": message,
+        "ops": [op.to_wire(i) for i, op in enumerate(ops)],
+        "parent_ids": list(parent_ids),
+        "project_id": memory_id,
+        "ref_name": ref_name,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+def make_changeset(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
+                   message: str, idempotency_key: str, ops: Sequence[Op],
+                   created_at: str) -> Changeset:
+    """Validate ops and build the changeset whose id is its integrity digest."""
+    if not ops:
+        raise invalid("a changeset needs at least one op")
+    if len(ops) > MAX_OPS:
+        raise invalid(f"a changeset holds at most {MAX_OPS} ops")
+    for op in ops:
+        validate_op(op)
+    cid = digest(content_of(memory_id, ref_name, parent_ids, author, message, idempotency_key,
+                            ops))
+    return Changeset(cid, memory_id, ref_name, tuple(parent_ids), author, message, created_at,
+                     idempotency_key, tuple(ops))
+
+
+def verify(cs: Changeset) -> Changeset:
+    """Recompute the digest; a stored changeset that does not match is refused."""
+    expect = digest(content_of(cs.memory_id, cs.ref_name, cs.parent_ids, cs.author, cs.message,
+                               cs.idempotency_key, cs.ops))
+    if expect != cs.id:
+        raise Unavailable(f"changeset {cs.id[:12]} fails its integrity digest", code=INTEGRITY,
+                          hint="restore the database from a backup")
+    return cs
+
+
+def from_wire(data: Mapping[str, Any]) -> Changeset:
+    """A stored changeset document back into a :class:`Changeset` (then :func:`verify`)."""
+    ops = tuple(Op(o["op_type"], o.get("target_event_id"), o.get("payload", {}))
+                for o in data["ops"])
+    return Changeset(data["changeset_id"], data["project_id"], data["ref_name"],
+                     tuple(data["parent_ids"]), data["author_principal"], data["message"],
+                     data["created_at"], data["idempotency_key"], ops)
+
+
+def check_head(expected: str | None, current: str | None, ref_name: str) -> None:
+    """Compare-and-swap: the ref must still point where the writer read it."""
+    if expected != current:
+        raise Conflict(f"{ref_name} moved: expected head {expected or 'none'}, "
+                       f"current head {current or 'none'}", code=CAS_MISMATCH,
+                       hint="re-read the ref and resubmit with a new idempotency key")
+
+
+def request_digest(operation: str, scope: str, request: Any) -> str:
+    """Digest of a normalised write request, compared on an idempotent replay."""
+    return digest({"operation": operation, "scope": scope, "request": request})
+
+
+def check_replay(stored_digest: str | None, new_digest: str) -> None:
+    """A reused idempotency key must carry the identical request (fail closed)."""
+    if stored_digest != new_digest:
+        raise Conflict("this Idempotency-Key was used for a different request",
+                       code=IDEMPOTENCY_MISMATCH, hint="use a new Idempotency-Key")
+
+
+# --- record bodies -----------------------------------------------------------------------------
+def seal_body(body: RecordBody) -> tuple[str, bytes, bytes]:
+    """Salt and digest a record body: ``(digest, salt, canonical body bytes)``."""
+    salt = secrets.token_bytes(16)
+    data = canonical.encode(body.to_wire())
+    return hashlib.sha256(salt + data).hexdigest(), salt, data
+
+
+def body_matches(digest_hex: str, salt: bytes, data: bytes) -> bool:
+    """A stored body still hashes to the digest its op names."""
+    return hashlib.sha256(salt + data).hexdigest() == digest_hex
+
+
+# --- projection --------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Head:
+    """What the projection knows about a record before an op applies."""
+
+    record_id: str
+    memory_id: str
+    version: int
+    status: str
+    body_digest: str
+
+
+@dataclass(frozen=True, slots=True)
+class NewVersion:
+    """Insert version ``version``; the previous one (if any) is superseded at ``written_at``."""
+
+    record_id: str
+    memory_id: str
+    version: int
+    body_digest: str
+    written_at: str
+    written_by: Principal
+    changeset_id: str
+    on_behalf_of: Principal | None
+    consolidation_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """Mark the current version forgotten at ``at``."""
+
+    record_id: str
+    at: str
+
+
+@dataclass(frozen=True, slots=True)
+class Erased:
+    """Remove every version, body and index entry of the record."""
+
+    record_id: str
+
+
+Effect = NewVersion | Forgotten | Erased
+
+
+def principal_of(value: Any) -> Principal:
+    """``{kind, id, type?}`` from a payload."""
+    return Principal(value["kind"], value["id"], value.get("type"))
+
+
+def effects(cs: Changeset, op: Op, head: Head | None) -> Effect:
+    """The projection step of one op given the record's current head (``None``: no record).
+
+    Raises memory_invalid when the op targets a record that the projection does not hold, or
+    adds one that already exists.
+    """
+    p = op.payload
+    if op.op_type == "add_record":
+        if head is not None:
+            raise invalid("add_record: the record already exists")
+        return NewVersion(p["record_id"], cs.memory_id, 1, p["body_digest"], p["written_at"],
+                          principal_of(p["written_by"]), cs.id,
+                          principal_of(p["on_behalf_of"]) if p.get("on_behalf_of") else None,
+                          p.get("consolidation_id"))
+    if head is None or head.memory_id != cs.memory_id:
+        raise invalid(f"{op.op_type}: the target record is not in this memory")
+    if op.op_type == "revise_record":
+        return NewVersion(head.record_id, cs.memory_id, head.version + 1, p["body_digest"],
+                          p["written_at"], principal_of(p["written_by"]), cs.id,
+                          principal_of(p["on_behalf_of"]) if p.get("on_behalf_of") else None,
+                          p.get("consolidation_id"))
+    if op.op_type == "forget_record":
+        return Forgotten(head.record_id, p["written_at"])
+    return Erased(head.record_id)
+
+
+def writer_payload(written_at: str, writer: Principal, *, on_behalf_of: Principal | None = None,
+                   consolidation_id: str | None = None) -> dict[str, Any]:
+    """The writer fields every op carries (stamped by the server, never by the client)."""
+    out: dict[str, Any] = {"written_at": written_at, "written_by": writer.to_wire()}
+    if on_behalf_of is not None:
+        out["on_behalf_of"] = on_behalf_of.to_wire()
+    if consolidation_id is not None:
+        out["consolidation_id"] = consolidation_id
+    return out
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,396 @@
+"""The memory service facade: one method per operation of the UHP Memories chapter.
+
+``MemoryService`` is what the HTTP API, the MCP tools, the Hermes provider and ``pal admin``
+call. Every method takes plain values (decoded JSON bodies as ``dict``, query parameters as
+keyword arguments) and returns wire-shaped dicts (:data:`Wire`) ready to serialise, exactly the
+bodies of uhp-memories.md §3–§12. Edges add nothing but transport.
+
+Conventions:
+
+- ``caller`` is the authenticated :class:`Caller` (from :meth:`authenticate`); the server stamps
+  ``written_by`` from it, a body can never supply it.
+- ``idempotency_key``: every write takes one (the ``Idempotency-Key`` header). ``None`` means
+  "the client sent none" and a fresh key is used. A replay of the same request under the same
+  key returns the first response unchanged; a different request under a reused key raises
+  ``Conflict(code="idempotency_mismatch")`` and writes nothing.
+- Errors are the :mod:`palimpsest.errors` tree with the codes of uhp-memories.md §11:
+  ``NotFound(memory_not_found | memory_record_not_found)``, ``Forbidden(memory_forbidden)``,
+  ``InvalidInput(memory_invalid | memory_unsupported)``, ``Conflict(memory_busy |
+  idempotency_mismatch | cas_mismatch)``, ``Unavailable(memory_unavailable)``, and
+  ``Forbidden(invalid_credential)`` from :meth:`authenticate` (HTTP 401). An unknown memory and
+  one the caller may not see raise the same ``memory_not_found``.
+- Reads of records always carry ``trust: "untrusted"`` and ``written_by``.
+
+Methods without a ``caller`` (members, groups, credentials, rebuild) are operator actions for
+``pal admin`` and first start; the API exposes none of them to agents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from palimpsest.service import admin as admin_mod
+from palimpsest.service import extras, gitlog, providers, records, tree
+from palimpsest.service.core import Core
+from palimpsest.service.model import (
+    Caller,
+    Credential,
+    FileBytes,
+    Group,
+    Member,
+    Wire,
+    unsupported,
+)
+from palimpsest.service.storage.sqlite import SqliteStore
+
+Clock = Callable[[], int]  # epoch milliseconds
+
+
+class MemoryService:
+    """The service over one data directory (SQLite in WAL mode + content-addressed files)."""
+
+    def __init__(self, data_dir: Path, *, clock: Clock | None = None,
+                 durability: str = "normal") -> None:
+        """Open (creating if needed) the store in ``data_dir``.
+
+        ``clock`` returns epoch milliseconds; tests pass a fake one for ``as_of`` reads.
+        ``durability="full"`` fsyncs every write (survives power loss, not only kill -9).
+
+        Raises:
+            Unavailable: memory_unavailable when the directory or database cannot be opened.
+        """
+        self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
+        self._store = SqliteStore(data_dir, durability=durability)
+        self._core = Core(self._store, clock)
+
+    def close(self) -> None:
+        """Close the database (idempotent)."""
+        self._store.close()
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- members, groups, credentials (operator: pal admin, first start) ----------------------
+    def bootstrap_owner(self, name: str = "owner") -> tuple[Member, str] | None:
+        """On first start create an admin human member and return it with its credential
+        secret (shown once); ``None`` when members already exist."""
+        return admin_mod.bootstrap_owner(self._core, name)
+
+    def create_member(self, name: str, type: str = "human", *, admin: bool = False) -> Member:
+        """Create a member (``type`` human | agent). Raises InvalidInput(memory_invalid)."""
+        return admin_mod.create_member(self._core, name, type, admin)
+
+    def list_members(self) -> list[Member]:
+        """Every member, oldest first."""
+        return self._store.members()
+
+    def get_member(self, member_id: str) -> Member:
+        """One member. Raises NotFound(code="member_not_found")."""
+        return admin_mod.get_member(self._core, member_id)
+
+    def create_group(self, name: str) -> Group:
+        """Create a group. Raises InvalidInput(memory_invalid) on a blank name."""
+        return admin_mod.create_group(self._core, name)
+
+    def list_groups(self) -> list[Group]:
+        """Every group with its members."""
+        return self._store.groups()
+
+    def add_membership(self, group_id: str, member_id: str) -> Group:
+        """Put a member in a group (idempotent). Raises NotFound for an unknown id."""
+        return admin_mod.set_membership(self._core, group_id, member_id, True)
+
+    def remove_membership(self, group_id: str, member_id: str) -> Group:
+        """Take a member out of a group (idempotent). Raises NotFound for an unknown id."""
+        return admin_mod.set_membership(self._core, group_id, member_id, False)
+
+    def issue_credential(self, member_id: str, label: str = "") -> tuple[Credential, str]:
+        """Mint a bearer credential; returns it and its secret (stored only as a hash)."""
+        return admin_mod.issue_credential(self._core, member_id, label)
+
+    def list_credentials(self, member_id: str | None = None) -> list[Credential]:
+        """Credentials (never secrets), optionally of one member."""
+        return self._store.credentials(member_id)
+
+    def revoke_credential(self, credential_id: str) -> Credential:
+        """Revoke a credential. Raises NotFound(code="credential_not_found")."""
+        return admin_mod.revoke_credential(self._core, credential_id)
+
+    def authenticate(self, secret: str) -> Caller:
+        """Resolve a bearer secret to its caller (member + groups).
+
+        Raises:
+            Forbidden: code ``invalid_credential`` (HTTP 401) for an unknown, malformed or
+                revoked secret. Comparison is constant-time on the stored hash.
+        """
+        return admin_mod.authenticate(self._core, secret)
+
+    def caller(self, member_id: str) -> Caller:
+        """The caller for a member id (used by in-process integrations and tests)."""
+        return self._core.caller_for(member_id)
+
+    def rebuild(self) -> Wire:
+        """Re-derive every projection (records, versions, search index) from the changesets,
+        verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
+        ``{changesets, records, versions, indexed}`` counts."""
+        return self._core.rebuild()
+
+    # --- discovery and providers --------------------------------------------------------------
+    def providers(self, caller: Caller) -> Wire:
+        """``GET /v1/memories/providers`` → ``{object:"list", data:[capability document]}``."""
+        return {"object": "list", "data": [providers.capability_document()]}
+
+    def types(self, caller: Caller) -> Wire:
+        """``GET /v1/memories/types`` → core and server types."""
+        return extras.types_list()
+
+    # --- memories (the tree) ------------------------------------------------------------------
+    def create_memory(self, caller: Caller, body: Wire, *,
+                      idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories`` ``{name, description?, parent_id?, restricted?, provider?}``.
+
+        Needs ``create`` on the parent (a root needs nothing). The creator holds all four
+        privileges implicitly. Raises memory_invalid, memory_not_found (parent),
+        memory_forbidden, memory_unsupported (unknown provider).
+        """
+        return tree.create_memory(self._core, caller, body, idempotency_key)
+
+    def list_memories(self, caller: Caller, *, parent: str | None = None,
+                      ancestor: str | None = None, granted: bool = False, limit: int = 50,
+                      cursor: str | None = None) -> Wire:
+        """``GET /v1/memories`` → ``{object:"list", data, next}``; entry points by default,
+        ``parent`` = direct readable children, ``ancestor`` = every readable descendant,
+        ``granted`` = entry points plus nodes where privileges differ, highest first.
+        Raises memory_not_found (parent/ancestor), memory_invalid (bad cursor/limit/combination).
+        """
+        return tree.list_memories(self._core, caller, parent=parent, ancestor=ancestor,
+                                  granted=granted, limit=limit, cursor=cursor)
+
+    def get_memory(self, caller: Caller, memory_id: str) -> Wire:
+        """``GET /v1/memories/{id}`` (any privilege). Raises memory_not_found."""
+        return tree.get_memory(self._core, caller, memory_id)
+
+    def update_memory(self, caller: Caller, memory_id: str, body: Wire, *,
+                      idempotency_key: str | None = None) -> Wire:
+        """``PUT /v1/memories/{id}`` ``{name?, description?, parent_id?, restricted?}``.
+
+        name/description need ``write``; ``restricted`` and ``parent_id`` (move) need
+        ``delete`` here, and a move needs ``create`` on the new parent. Raises memory_invalid
+        (cycle, bad body, provider change), memory_forbidden, memory_not_found, memory_busy.
+        """
+        return tree.update_memory(self._core, caller, memory_id, body, idempotency_key)
+
+    def delete_memory(self, caller: Caller, memory_id: str, *,
+                      idempotency_key: str | None = None) -> Wire:
+        """``DELETE /v1/memories/{id}`` (delete) → ``{id, object:"memory", deleted:true,
+        memories:[ids removed]}``; removes descendants, their records and file bytes."""
+        return tree.delete_memory(self._core, caller, memory_id, idempotency_key)
+
+    # --- grants -------------------------------------------------------------------------------
+    def list_grants(self, caller: Caller, memory_id: str) -> Wire:
+        """``GET /v1/memories/{id}/grants`` → grants on the node and inherited ones (each naming
+        its node, ``inherited``), as far up as the cutoff. Needs read."""
+        return tree.list_grants(self._core, caller, memory_id)
+
+    def put_grant(self, caller: Caller, memory_id: str, body: Wire, *,
+                  idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/grants`` ``{principal:"member:…"|"group:…", privileges}``
+        (delete). A second grant to the same principal on the node replaces the first."""
+        return tree.put_grant(self._core, caller, memory_id, body, idempotency_key)
+
+    def delete_grant(self, caller: Caller, memory_id: str, grant_id: str, *,
+                     idempotency_key: str | None = None) -> Wire:
+        """``DELETE /v1/memories/{id}/grants/{grant_id}`` (delete) →
+        ``{id, object:"memory.grant", deleted:true}``."""
+        return tree.delete_grant(self._core, caller, memory_id, grant_id, idempotency_key)
+
+    # --- records ------------------------------------------------------------------------------
+    def remember(self, caller: Caller, memory_id: str, body: Wire, *,
+                 idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/records`` ``{type?, title?, content, attributes?,
+        references?, time?}`` (write) → record v1. One changeset on refs/shared/main.
+        Raises memory_invalid (bad body, second subject/object, oversized), memory_unsupported
+        (unkept media type), memory_not_found, memory_forbidden."""
+        return records.remember(self._core, caller, memory_id, body, idempotency_key)
+
+    def list_records(self, caller: Caller, memory_id: str, *, type: str | None = None,
+                     include: str = "active", as_of: str | None = None, limit: int = 50,
+                     cursor: str | None = None) -> Wire:
+        """``GET /v1/memories/{id}/records`` (read) → ``{object:"list", data, next, parent?,
+        children}``; newest first; ``limit`` ≤ 200."""
+        return records.list_records(self._core, caller, memory_id, type=type, include=include,
+                                    as_of=as_of, limit=limit, cursor=cursor)
+
+    def get_record(self, caller: Caller, memory_id: str, record_id: str, *,
+                   as_of: str | None = None) -> Wire:
+        """``GET /v1/memories/{id}/records/{rid}`` (read). A record of another memory asked
+        through this one raises memory_record_not_found."""
+        return records.get_record(self._core, caller, memory_id, record_id, as_of)
+
+    def record_history(self, caller: Caller, memory_id: str, record_id: str) -> Wire:
+        """``GET …/records/{rid}/history`` (read) → ``{object:"list", data:[versions oldest
+        first]}``."""
+        return records.record_history(self._core, caller, memory_id, record_id)
+
+    def record_content(self, caller: Caller, memory_id: str, record_id: str,
+                       index: int) -> FileBytes:
+        """``GET …/records/{rid}/content/{index}`` (read): a file part's bytes, exactly.
+        Raises memory_record_not_found when the part does not exist or is not a file."""
+        return records.record_content(self._core, caller, memory_id, record_id, index)
+
+    def revise(self, caller: Caller, memory_id: str, record_id: str, body: Wire, *,
+               idempotency_key: str | None = None) -> Wire:
+        """``PATCH …/records/{rid}`` (write): at least one of title, content, attributes,
+        references, time → the new version (the old one becomes superseded)."""
+        return records.revise(self._core, caller, memory_id, record_id, body, idempotency_key)
+
+    def forget(self, caller: Caller, memory_id: str, record_id: str, *,
+               idempotency_key: str | None = None) -> Wire:
+        """``DELETE …/records/{rid}`` (write) → the record with ``status:"forgotten"``; the
+        trace is kept in history."""
+        return records.forget(self._core, caller, memory_id, record_id, idempotency_key)
+
+    def erase(self, caller: Caller, memory_id: str, body: Wire, *,
+              idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/erase`` ``{record_ids:[…]}`` (delete; never an agent tool)
+        → ``{object:"memory.erasure", erased, unreachable}``. Content bytes of every version
+        are removed; ids not in this memory are reported ``unreachable``."""
+        return records.erase(self._core, caller, memory_id, body, idempotency_key)
+
+    def upload_file(self, caller: Caller, data: bytes, *, name: str, media_type: str,
+                    idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/files`` → ``{id, object:"file", name, media_type, bytes, sha256}``.
+        Raises memory_unsupported for a media type the provider does not keep,
+        memory_invalid when too large."""
+        return records.upload_file(self._core, caller, data, name, media_type,
+                                   idempotency_key)
+
+    # --- observe and jobs ---------------------------------------------------------------------
+    def observe(self, caller: Caller, memory_id: str, body: Wire, *,
+                idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/observe`` ``{episodes:[{content, attributes?}]}`` (write)
+        → ``{object:"list", data:[episode records], job:{object:"memory.job", id, status}}``.
+        The built-in provider keeps episodes at once, so ``job.status`` is ``completed`` and
+        the API answers 200 (202 only when a job is still pending)."""
+        return extras.observe(self._core, caller, memory_id, body, idempotency_key)
+
+    def get_job(self, caller: Caller, memory_id: str, job_id: str) -> Wire:
+        """``GET /v1/memories/{id}/jobs/{job}`` (read) → the job with its records."""
+        return extras.get_job(self._core, caller, memory_id, job_id)
+
+    # --- recall, graph, prime -----------------------------------------------------------------
+    def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
+        """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7)."""
+        return records.recall(self._core, caller, memory_id, body)
+
+    def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
+        """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
+        return extras.graph(self._core, caller, memory_id, body)
+
+    def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
+        """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
+        memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
+        (active, ``attributes.standing`` true) within ``budget`` tokens."""
+        return extras.prime(self._core, caller, memory_id, budget)
+
+    # --- named queries, free queries, type operations -----------------------------------------
+    def list_queries(self, caller: Caller, memory_id: str) -> Wire:
+        """``GET /v1/memories/{id}/queries`` (read)."""
+        return extras.list_queries(self._core, caller, memory_id)
+
+    def put_query(self, caller: Caller, memory_id: str, name: str, body: Wire, *,
+                  idempotency_key: str | None = None) -> Wire:
+        """``PUT /v1/memories/{id}/queries/{name}`` (write) ``{description, params, requires,
+        language:"recall", body}``: ``body`` is a recall request whose ``"$name"`` strings are
+        replaced by params."""
+        return extras.put_query(self._core, caller, memory_id, name, body, idempotency_key)
+
+    def run_query(self, caller: Caller, memory_id: str, name: str, body: Wire) -> Wire:
+        """``POST /v1/memories/{id}/queries/{name}`` (the query's ``requires``) ``{params}`` →
+        recall-shaped answer."""
+        return extras.run_query(self._core, caller, memory_id, name, body)
+
+    def free_query(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
+        """``POST /v1/memories/{id}/query``: not offered by the built-in provider → always
+        memory_unsupported (after the memory is resolved)."""
+        with self._store.read():
+            self._core.resolve(caller, memory_id, "read")
+        raise unsupported("the built-in provider offers no free query language")
+
+    def operate(self, caller: Caller, memory_id: str, record_id: str, name: str,
+                body: Wire) -> Wire:
+        """``POST …/records/{rid}/operations/{name}``: no type declares operations →
+        memory_unsupported (after memory and record are resolved)."""
+        records.get_record(self._core, caller, memory_id, record_id, None)
+        raise unsupported(f"no type of the built-in provider declares an operation {name!r}"[:200])
+
+    # --- snapshots and consolidations ---------------------------------------------------------
+    def create_snapshot(self, caller: Caller, memory_id: str, body: Wire, *,
+                        idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/snapshots`` (write) ``{name, message?}`` → snapshot naming
+        the current head of refs/shared/main and the instant."""
+        return extras.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
+
+    def list_snapshots(self, caller: Caller, memory_id: str) -> Wire:
+        """``GET /v1/memories/{id}/snapshots`` (read), newest first."""
+        return extras.list_snapshots(self._core, caller, memory_id)
+
+    def consolidate(self, caller: Caller, memory_id: str, body: Wire, *,
+                    idempotency_key: str | None = None) -> Wire:
+        """``POST /v1/memories/{id}/consolidations`` (write) ``{budget?}`` → a completed run of
+        the deterministic consolidator (duplicate active records are forgotten in favour of the
+        oldest; written by the provider on behalf of the caller)."""
+        return extras.consolidate(self._core, caller, memory_id, body, idempotency_key)
+
+    def list_consolidations(self, caller: Caller, memory_id: str) -> Wire:
+        """``GET /v1/memories/{id}/consolidations`` (read), newest first."""
+        return extras.list_consolidations(self._core, caller, memory_id)
+
+    def get_consolidation(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
+        """``GET …/consolidations/{run}`` (read). Unknown run → memory_record_not_found."""
+        return extras.get_consolidation(self._core, caller, memory_id, run_id)
+
+    def consolidation_changes(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
+        """``GET …/consolidations/{run}/changes`` (read) → ``{object:"list",
+        data:[{change, record}]}``."""
+        return extras.consolidation_changes(self._core, caller, memory_id, run_id)
+
+    def revert_consolidation(self, caller: Caller, memory_id: str, run_id: str, *,
+                             idempotency_key: str | None = None) -> Wire:
+        """``POST …/consolidations/{run}/revert`` (delete): appends new versions that undo the
+        run → the run with ``status`` unchanged and ``reverted_at`` set."""
+        return extras.revert_consolidation(self._core, caller, memory_id, run_id,
+                                           idempotency_key)
+
+    # --- harness memory settings --------------------------------------------------------------
+    def harness_memories(self, caller: Caller, harness_id: str) -> Wire:
+        """``GET /v1/harnesses/{id}/memories`` → ``harness.memories``; the harness is the agent
+        member ``harness_id``; readable by that member or an admin."""
+        return extras.harness_memories(self._core, caller, harness_id)
+
+    def set_harness_memories(self, caller: Caller, harness_id: str, body: Wire, *,
+                             idempotency_key: str | None = None) -> Wire:
+        """``PUT /v1/harnesses/{id}/memories`` ``{default_memory_id?, observe?}``; the default
+        must be writable by the agent, else memory_invalid."""
+        return extras.set_harness_memories(self._core, caller, harness_id, body,
+                                           idempotency_key)
+
+    # --- Memory Git history (read side; review.py adds proposals) -----------------------------
+    def list_refs(self, caller: Caller, memory_id: str) -> Wire:
+        """Refs of a memory (read) → ``{object:"list", data:[ref]}``."""
+        return gitlog.list_refs(self._core, caller, memory_id)
+
+    def list_changesets(self, caller: Caller, memory_id: str, *,
+                        ref: str = "refs/shared/main", limit: int = 20) -> Wire:
+        """Changesets reachable from ``ref``, newest first (read); ``limit`` ≤ 200."""
+        return gitlog.list_changesets(self._core, caller, memory_id, ref=ref, limit=limit)
+
+    def get_changeset(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
+        """One changeset of the memory (read), integrity verified on read."""
+        return gitlog.get_changeset(self._core, caller, memory_id, changeset_id)

@@ -1,0 +1,442 @@
+"""Core types of the memory service (UHP Memories + Memory Git history).
+
+Every type here is a frozen, slotted dataclass: a value, never a handle on storage. Wire input
+is turned into these types by :mod:`palimpsest.service.wire`; these types turn themselves back
+into wire dicts with ``to_wire()``. Nothing here does I/O.
+
+Error codes used across the service are the eight ``memory_*`` codes of uhp-memories.md §11,
+carried on the :mod:`palimpsest.errors` tree (``NotFound(code="memory_not_found")`` …); the API
+maps a code to its HTTP status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable
+
+Wire = dict[str, Any]
+
+# --- error codes (uhp-memories.md §11) -------------------------------------------------------
+MEMORY_NOT_FOUND: Final = "memory_not_found"
+MEMORY_FORBIDDEN: Final = "memory_forbidden"
+MEMORY_RECORD_NOT_FOUND: Final = "memory_record_not_found"
+MEMORIES_NOT_ATTACHED: Final = "memories_not_attached"
+MEMORY_INVALID: Final = "memory_invalid"
+MEMORY_UNSUPPORTED: Final = "memory_unsupported"
+MEMORY_BUSY: Final = "memory_busy"
+MEMORY_UNAVAILABLE: Final = "memory_unavailable"
+# Service codes outside the eight (the API maps them to 401 / 409).
+INVALID_CREDENTIAL: Final = "invalid_credential"
+IDEMPOTENCY_MISMATCH: Final = "idempotency_mismatch"
+CAS_MISMATCH: Final = "cas_mismatch"
+INTEGRITY: Final = "integrity_failure"
+
+
+def not_found() -> NotFound:
+    """The one answer for an unknown memory and a memory the caller may not see."""
+    return NotFound("no such memory within your reach", code=MEMORY_NOT_FOUND,
+                    hint="list your memories with GET /v1/memories")
+
+
+def record_not_found() -> NotFound:
+    """No such record in this memory (including another memory's record)."""
+    return NotFound("no such record in this memory", code=MEMORY_RECORD_NOT_FOUND)
+
+
+def forbidden(privilege: str) -> Forbidden:
+    """The caller sees the memory but lacks ``privilege``."""
+    return Forbidden(f"this needs the {privilege} privilege on the memory",
+                     code=MEMORY_FORBIDDEN, hint="ask someone holding delete to grant it")
+
+
+def invalid(message: str, hint: str | None = None) -> InvalidInput:
+    """A malformed request (422 memory_invalid); nothing was written."""
+    return InvalidInput(message, code=MEMORY_INVALID, hint=hint)
+
+
+def unsupported(message: str) -> InvalidInput:
+    """The provider does not implement this at all (422 memory_unsupported)."""
+    return InvalidInput(message, code=MEMORY_UNSUPPORTED)
+
+
+def busy(message: str) -> Conflict:
+    """A consolidation runs on the memory (409 memory_busy)."""
+    return Conflict(message, code=MEMORY_BUSY, hint="retry when the consolidation finishes")
+
+
+def unavailable(message: str) -> Unavailable:
+    """Storage could not serve the request (503 memory_unavailable)."""
+    return Unavailable(message, code=MEMORY_UNAVAILABLE)
+
+
+# --- vocabulary ----------------------------------------------------------------------------
+PRIVILEGES: Final = ("read", "write", "create", "delete")
+ALL_PRIVILEGES: Final = frozenset(PRIVILEGES)
+CORE_TYPES: Final = ("episode", "fact", "note", "procedure", "link", "entity")
+# The requirements also name person and company (uhp-memories.md §16): served as server kinds.
+SERVER_TYPES: Final = ("person", "company")
+DEFINED_RELS: Final = ("derived_from", "part_of", "about", "subject", "object")
+STATUSES: Final = ("active", "superseded", "forgotten")
+MEMBER_TYPES: Final = ("human", "agent")
+PRINCIPAL_KINDS: Final = ("member", "group", "provider")
+ROLES: Final = ("user", "assistant", "system", "tool")
+PROVIDER_ID: Final = "builtin"
+SHARED_MAIN: Final = "refs/shared/main"
+SCHEMA_VERSION: Final = "memory_git/v1"
+
+
+def privileges_wire(privs: frozenset[str]) -> list[str]:
+    """Privileges in the chapter's fixed order."""
+    return [p for p in PRIVILEGES if p in privs]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who may act (grants) or who did (``written_by``): ``<kind>:<id>``."""
+
+    kind: str
+    id: str
+    type: str | None = None  # member type (human | agent) on written_by only
+
+    @property
+    def grant_form(self) -> str:
+        """``kind:id``, the form a grant names."""
+        return f"{self.kind}:{self.id}"
+
+    def to_wire(self) -> Wire:
+        """``{kind, id, type?}`` as on a record's ``written_by``."""
+        out: Wire = {"kind": self.kind, "id": self.id}
+        if self.type is not None:
+            out["type"] = self.type
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """A person or an agent; holds grants and writes records."""
+
+    id: str
+    name: str
+    type: str  # human | agent
+    admin: bool
+    created_at: int  # epoch ms
+
+    @property
+    def principal(self) -> Principal:
+        """This member as a writer."""
+        return Principal("member", self.id, self.type)
+
+    def to_wire(self) -> Wire:
+        """The member as ``pal admin`` and the API show it."""
+        return {"id": self.id, "object": "member", "name": self.name, "type": self.type,
+                "admin": self.admin, "createdAt": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A set of members the server resolves; holds grants, never writes."""
+
+    id: str
+    name: str
+    created_at: int
+    members: tuple[str, ...] = ()
+
+    def to_wire(self) -> Wire:
+        """The group with its member ids."""
+        return {"id": self.id, "object": "group", "name": self.name,
+                "members": list(self.members), "createdAt": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """A bearer credential; only its hash is stored, the secret is shown once."""
+
+    id: str
+    member_id: str
+    created_at: int
+    revoked: bool = False
+    label: str = ""
+
+    def to_wire(self) -> Wire:
+        """The credential without any secret."""
+        return {"id": self.id, "object": "credential", "member_id": self.member_id,
+                "label": self.label, "revoked": self.revoked, "createdAt": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """An authenticated member and the groups it belongs to (resolved by the server)."""
+
+    member: Member
+    groups: frozenset[str] = frozenset()
+
+    @property
+    def principals(self) -> frozenset[str]:
+        """Every grant form that speaks for this caller (an agent stands where a person does)."""
+        return frozenset({f"member:{self.member.id}"} | {f"group:{g}" for g in self.groups})
+
+    @property
+    def writer(self) -> Principal:
+        """The ``written_by`` stamped on this caller's writes."""
+        return self.member.principal
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """A node of the tree. Counts and privileges are per caller, so they live outside."""
+
+    id: str
+    name: str
+    description: str
+    parent_id: str | None
+    restricted: bool
+    provider: str
+    created_by: str  # member id: holds the creator's implicit grant
+    created_at: int  # epoch ms
+    updated_at: int
+
+    def to_wire(self, *, ancestors: list[str], privileges: frozenset[str], records: int,
+                children: int) -> Wire:
+        """The memory object of uhp-memories.md §3 for one caller."""
+        return {"id": self.id, "object": "memory", "name": self.name,
+                "description": self.description, "parent_id": self.parent_id,
+                "ancestors": ancestors, "restricted": self.restricted, "provider": self.provider,
+                "privileges": privileges_wire(privileges), "records": {"count": records},
+                "children": {"count": children}, "createdAt": self.created_at,
+                "updatedAt": self.updated_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One principal's privileges on one memory (one grant per principal per node)."""
+
+    id: str
+    memory_id: str
+    principal: str  # kind:id
+    privileges: frozenset[str]
+    created_at: int = 0
+
+    def to_wire(self, *, inherited: bool = False) -> Wire:
+        """``{id, object, memory_id, principal, privileges, inherited}``."""
+        return {"id": self.id, "object": "memory.grant", "memory_id": self.memory_id,
+                "principal": self.principal, "privileges": privileges_wire(self.privileges),
+                "inherited": inherited}
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """An uploaded file: bytes are kept content-addressed (sha256) beside the database."""
+
+    id: str
+    name: str
+    media_type: str
+    bytes: int
+    sha256: str
+
+    def to_wire(self) -> Wire:
+        """The ``file`` object inside a content part."""
+        return {"id": self.id, "name": self.name, "media_type": self.media_type,
+                "bytes": self.bytes}
+
+
+@dataclass(frozen=True, slots=True)
+class ContentPart:
+    """One part of a record's content: ``text``, ``file`` or an ``x.``-prefixed kind.
+
+    ``raw`` keeps an ``x.`` part exactly as written (carried unchanged).
+    """
+
+    type: str
+    text: str | None = None
+    file: FileRef | None = None
+    text_source: str | None = None
+    role: str | None = None
+    raw: Mapping[str, Any] | None = None
+
+    def to_wire(self) -> Wire:
+        """The part as written on the wire."""
+        if self.raw is not None:
+            return dict(self.raw)
+        out: Wire = {"type": self.type}
+        if self.file is not None:
+            out["file"] = self.file.to_wire()
+        if self.text is not None:
+            out["text"] = self.text
+        if self.text_source is not None:
+            out["text_source"] = self.text_source
+        if self.role is not None:
+            out["role"] = self.role
+        return out
+
+    @property
+    def words(self) -> str:
+        """The words recall by text finds for this part."""
+        return self.text or ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    """An edge from a record to a record: ``{rel, memory_id, record_id}``."""
+
+    rel: str
+    memory_id: str | None
+    record_id: str
+
+    def to_wire(self) -> Wire:
+        """The stored (fully available) form."""
+        out: Wire = {"rel": self.rel, "record_id": self.record_id}
+        if self.memory_id is not None:
+            out = {"rel": self.rel, "memory_id": self.memory_id, "record_id": self.record_id}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBody:
+    """The client-written part of a record version (what a write states).
+
+    This is what erase removes: it is stored apart from the changeset that names its digest.
+    """
+
+    type: str
+    title: str | None
+    content: tuple[ContentPart, ...]
+    attributes: Mapping[str, Any]
+    references: tuple[Reference, ...]
+    valid_from: str | None = None
+    valid_to: str | None = None
+
+    def to_wire(self) -> Wire:
+        """The body as stored (canonical JSON source)."""
+        return {"type": self.type, "title": self.title,
+                "content": [p.to_wire() for p in self.content],
+                "attributes": dict(self.attributes),
+                "references": [r.to_wire() for r in self.references],
+                "valid_from": self.valid_from, "valid_to": self.valid_to}
+
+    @property
+    def text(self) -> str:
+        """Title and every part's words: what lexical recall indexes."""
+        parts = [self.title or ""] + [p.words for p in self.content]
+        return "\n".join(x for x in parts if x)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordVersion:
+    """One version of a record, as projected from the changesets."""
+
+    id: str
+    memory_id: str
+    version: int
+    status: str  # active | superseded | forgotten
+    supersedes: int | None
+    body: RecordBody
+    written_at: str  # ISO 8601 UTC
+    invalidated_at: str | None
+    written_by: Principal
+    changeset_id: str
+    on_behalf_of: Principal | None = None
+    consolidation_id: str | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_wire(self, references: list[Wire] | None = None) -> Wire:
+        """The record object of uhp-memories.md §5; ``references`` as the reader may see them."""
+        b = self.body
+        out: Wire = {
+            "id": self.id, "object": "memory.record", "memory_id": self.memory_id,
+            "type": b.type, "title": b.title, "content": [p.to_wire() for p in b.content],
+            "attributes": dict(b.attributes), "version": self.version, "status": self.status,
+            "supersedes": self.supersedes,
+            "time": {"valid_from": b.valid_from, "valid_to": b.valid_to,
+                     "written_at": self.written_at, "invalidated_at": self.invalidated_at},
+            "written_by": self.written_by.to_wire(),
+            "references": references if references is not None
+            else [r.to_wire() for r in b.references],
+            "trust": "untrusted",
+        }
+        if self.on_behalf_of is not None:
+            out["written_by"]["on_behalf_of"] = self.on_behalf_of.to_wire()
+        if self.consolidation_id is not None:
+            out["written_by"]["consolidation_id"] = self.consolidation_id
+        return out
+
+
+# --- Memory Git history ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One semantic operation of a changeset, applied in order.
+
+    ``op_type`` for records: ``add_record``, ``revise_record``, ``forget_record``,
+    ``erase_record``. ``payload`` is closed-key validated by :mod:`history`.
+    """
+
+    op_type: str
+    target: str | None
+    payload: Mapping[str, Any]
+
+    def to_wire(self, ordinal: int) -> Wire:
+        """``{ordinal, op_type, target_event_id?, payload}`` (memory-git.md §3)."""
+        out: Wire = {"ordinal": ordinal, "op_type": self.op_type}
+        if self.target is not None:
+            out["target_event_id"] = self.target
+        out["payload"] = dict(self.payload)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Changeset:
+    """An immutable unit of history; ``id`` is the integrity digest of its content."""
+
+    id: str
+    memory_id: str
+    ref_name: str
+    parent_ids: tuple[str, ...]
+    author: str  # principal grant form, e.g. member:hmbr_…
+    message: str
+    created_at: str  # ISO 8601 UTC
+    idempotency_key: str
+    ops: tuple[Op, ...]
+
+    def to_wire(self) -> Wire:
+        """The changeset as memory-git.md §3 shows it."""
+        return {"changeset_id": self.id, "schema_version": SCHEMA_VERSION,
+                "project_id": self.memory_id, "ref_name": self.ref_name,
+                "parent_ids": list(self.parent_ids), "author_principal": self.author,
+                "message": self.message, "created_at": self.created_at,
+                "idempotency_key": self.idempotency_key,
+                "ops": [op.to_wire(i) for i, op in enumerate(self.ops)],
+                "integrity_digest": self.id}
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A named pointer to a changeset of one memory; CAS-advanced."""
+
+    memory_id: str
+    name: str
+    head: str | None
+    protected: bool
+    created_by: str
+    created_at: str
+    updated_at: str
+
+    def to_wire(self) -> Wire:
+        """``models.MemoryRef`` shape (memory-git.md §5)."""
+        return {"project_id": self.memory_id, "ref_name": self.name,
+                "head_changeset_id": self.head, "protected": self.protected,
+                "created_by_principal": self.created_by, "created_at": self.created_at,
+                "updated_at": self.updated_at}
+
+
+@dataclass(frozen=True, slots=True)
+class FileBytes:
+    """Bytes of a file part, read back exactly, with what the API needs for headers."""
+
+    data: bytes
+    media_type: str
+    name: str
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,62 @@
+"""The built-in provider's capability document (uhp-memories.md §12) — truthful by construction.
+
+Each entry is derived from what the code serves: recall signals come from
+:data:`palimpsest.service.recall.SERVED_SIGNALS`, kept media from :data:`KEPT_MEDIA`, which the
+upload path enforces. A signal the engine lacks is left out here and reported in ``degraded``.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from typing import Final
+
+from palimpsest.service.model import PROVIDER_ID, Wire
+from palimpsest.service.recall import SERVED_SIGNALS
+
+# Media types whose bytes the provider keeps (``bytes: "kept"``); anything else is refused with
+# memory_unsupported at upload and at write, so a record is never stored without its file.
+KEPT_MEDIA: Final = ("text/*", "image/*", "audio/*", "application/pdf", "application/json")
+MAX_FILE_BYTES: Final = 25 * 1024 * 1024
+MAX_RECALL_MEMORIES: Final = 200  # subtree cap, reported in degraded when reached
+
+
+def keeps_media(media_type: str) -> bool:
+    """The provider keeps bytes of this media type (parameters after ``;`` ignored)."""
+    base = media_type.split(";", 1)[0].strip().lower()
+    return any(fnmatchcase(base, pattern) for pattern in KEPT_MEDIA)
+
+
+def capability_document() -> Wire:
+    """The document served at ``GET /v1/memories/providers``."""
+    return {
+        "id": PROVIDER_ID,
+        "object": "memory.provider",
+        # One store for every memory; the server adds the memory scope to every read and
+        # re-checks membership on every fetch by id.
+        "isolation": "enforced_filter",
+        # Nothing is derived from episodes by a model; the consolidator runs on request.
+        "derivation": "none",
+        "observe": {"keeps_episodes": True, "answers": "records"},
+        "recall": {"signals": list(SERVED_SIGNALS), "abstain": True},
+        "history": {"content": "versions", "structure": "none"},
+        "revise": "native",
+        "forget": "native",
+        "erase": {"unreachable": "reported"},
+        "prime": True,
+        "consolidate": "runs",
+        "holds": True,
+        "queries": {"named": True, "free": None},
+        "types": True,
+        "graph": {"entities": "stated"},
+        "content": {"media": list(KEPT_MEDIA), "bytes": "kept", "describes": []},
+        "limits": {"recall_memories": MAX_RECALL_MEMORIES, "file_bytes": MAX_FILE_BYTES},
+    }
+
+
+def is_known(provider_id: str) -> bool:
+    """Only the built-in provider is connected."""
+    return provider_id == PROVIDER_ID
+
+
+__all__ = ["KEPT_MEDIA", "MAX_FILE_BYTES", "MAX_RECALL_MEMORIES", "capability_document",
+           "is_known", "keeps_media"]

@@ -1,0 +1,433 @@
+"""SQLite storage of Memory Git: changesets, refs, proposals, reviews, nonces, advances.
+
+The only SQL of Memory Git. It lives in its own database file (``memory-git.sqlite3`` in the
+data directory, WAL mode) so it never contends with the schema of the UHP store. Every write is
+one ``BEGIN IMMEDIATE`` transaction; compare-and-swap is re-checked *inside* it, so two writers
+can never both win.
+
+The protected-ref merge (:meth:`GitStore.advance_protected`) inserts the single-use nonce, moves
+the ref, records the advance and closes the proposal in ONE transaction: a lost CAS rolls back
+everything, so the loser's nonce is **not** consumed (memory-git.md §14.2, decision recorded in
+docs/memory-git.md); a consumed nonce is refused forever, whatever the ref points at later.
+
+Changesets are stored as their canonical wire JSON; :meth:`GitStore.changeset` recomputes the
+integrity digest on every read and refuses a row that does not match.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from palimpsest import canonical
+from palimpsest.errors import Conflict, NotFound, Unavailable
+from palimpsest.service.gitops import GitChangeset, GitOp
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS mg_changesets (
+  changeset_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, author TEXT NOT NULL,
+  idempotency_key TEXT NOT NULL, request_digest TEXT, doc TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  UNIQUE (project_id, author, idempotency_key));
+CREATE TABLE IF NOT EXISTS mg_refs (
+  project_id TEXT NOT NULL, ref_name TEXT NOT NULL, head TEXT, protected INTEGER NOT NULL,
+  created_by TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+  PRIMARY KEY (project_id, ref_name));
+CREATE TABLE IF NOT EXISTS mg_proposals (
+  proposal_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, originator TEXT NOT NULL,
+  idempotency_key TEXT, request_digest TEXT, status TEXT NOT NULL, doc TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  UNIQUE (project_id, originator, idempotency_key));
+CREATE TABLE IF NOT EXISTS mg_reviews (
+  review_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, doc TEXT NOT NULL,
+  seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS mg_nonces (
+  nonce TEXT PRIMARY KEY, project_id TEXT NOT NULL, ref_name TEXT NOT NULL,
+  consumed_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mg_advances (
+  advance_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, ref_name TEXT NOT NULL,
+  doc TEXT NOT NULL, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS mg_manifests (
+  manifest_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mg_conflicts (
+  conflict_id TEXT NOT NULL, proposal_id TEXT NOT NULL, project_id TEXT NOT NULL,
+  status TEXT NOT NULL, doc TEXT NOT NULL, seq INTEGER NOT NULL,
+  PRIMARY KEY (conflict_id, proposal_id));
+CREATE TABLE IF NOT EXISTS mg_settings (
+  project_id TEXT PRIMARY KEY, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS mg_seq (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER);
+INSERT OR IGNORE INTO mg_seq VALUES (1, 0);
+"""
+
+
+def _dump(doc: Any) -> str:
+    return canonical.encode(doc).decode("utf-8")
+
+
+def _load(text: str) -> Any:
+    return canonical.decode(text.encode("utf-8"), allow_floats=True)
+
+
+def changeset_from_wire(doc: dict[str, Any]) -> GitChangeset:
+    """A stored changeset document back into a value (integrity is checked by the caller)."""
+    ops = tuple(GitOp(o["ordinal"], o["op_type"], o.get("target_event_id"),
+                      o.get("resulting_event_id"), o.get("payload"))
+                for o in doc["ops"])
+    provenance = {k: doc[k] for k in ("persona_id", "actor_id", "surface", "model",
+                                      "environment", "session_id", "topic_id",
+                                      "context_manifest_id") if doc.get(k)}
+    return GitChangeset(
+        changeset_id=doc["changeset_id"], project_id=doc["project_id"],
+        ref_name=doc["ref_name"], parent_ids=tuple(doc["parent_ids"]),
+        author_principal=doc["author_principal"], message=doc["message"],
+        created_at=doc["created_at"], idempotency_key=doc["idempotency_key"], ops=ops,
+        provenance=provenance, evidence=tuple(doc.get("evidence", [])),
+        verification=tuple(doc.get("verification", [])),
+        integrity_digest=doc["integrity_digest"])
+
+
+class GitStore:
+    """One Memory Git database; safe to share between threads (one lock, one connection)."""
+
+    def __init__(self, path: Path) -> None:
+        """Open or create the database at ``path``.
+
+        Raises:
+            Unavailable: the file cannot be opened.
+        """
+        try:
+            self._db = sqlite3.connect(str(path), isolation_level=None,
+                                       check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise Unavailable(f"cannot open the Memory Git store: {exc}") from exc
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._db.close()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _next(self, db: sqlite3.Connection) -> int:
+        db.execute("UPDATE mg_seq SET value = value + 1 WHERE id = 1")
+        row = db.execute("SELECT value FROM mg_seq WHERE id = 1").fetchone()
+        return int(row[0])
+
+    # --- reads ----------------------------------------------------------------------------
+    def _one(self, sql: str, args: tuple[Any, ...]) -> Any:
+        with self._lock:
+            return self._db.execute(sql, args).fetchone()
+
+    def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def changeset(self, changeset_id: str) -> GitChangeset:
+        """Read one changeset and verify its integrity digest.
+
+        Raises:
+            NotFound: no such changeset.
+            Unavailable: the stored row fails its digest (tampering or corruption).
+        """
+        row = self._one("SELECT doc FROM mg_changesets WHERE changeset_id = ?", (changeset_id,))
+        if row is None:
+            raise NotFound(f"no changeset {changeset_id!r}", code="changeset-not-found")
+        cs = changeset_from_wire(_load(row[0]))
+        if cs.compute_digest() != cs.integrity_digest or cs.changeset_id != changeset_id:
+            raise Unavailable(f"changeset {changeset_id} fails its integrity digest",
+                              code="integrity_failure", hint="restore from a backup")
+        return cs
+
+    def changeset_by_key(self, project: str, author: str,
+                         key: str) -> tuple[str, str | None] | None:
+        """``(changeset_id, request_digest)`` stored under an idempotency key, if any."""
+        row = self._one("SELECT changeset_id, request_digest FROM mg_changesets WHERE "
+                        "project_id = ? AND author = ? AND idempotency_key = ?",
+                        (project, author, key))
+        return (row[0], row[1]) if row else None
+
+    def projects(self) -> list[str]:
+        """Every project with at least one ref."""
+        return [r[0] for r in self._all("SELECT DISTINCT project_id FROM mg_refs ORDER BY 1", ())]
+
+    def ref(self, project: str, name: str) -> dict[str, Any] | None:
+        """One ref as a ``MemoryRef`` dict, or None."""
+        row = self._one("SELECT project_id, ref_name, head, protected, created_at, updated_at, "
+                        "created_by FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+                        (project, name))
+        return _ref(row) if row else None
+
+    def refs(self, project: str) -> list[dict[str, Any]]:
+        """Every ref of a project, by name."""
+        rows = self._all("SELECT project_id, ref_name, head, protected, created_at, updated_at, "
+                         "created_by FROM mg_refs WHERE project_id = ? ORDER BY ref_name",
+                         (project,))
+        return [_ref(r) for r in rows]
+
+    def proposal(self, proposal_id: str) -> dict[str, Any] | None:
+        """A stored proposal document."""
+        row = self._one("SELECT doc FROM mg_proposals WHERE proposal_id = ?", (proposal_id,))
+        return dict(_load(row[0])) if row else None
+
+    def proposal_by_key(self, project: str, originator: str,
+                        key: str) -> tuple[str, str | None] | None:
+        """``(proposal_id, request_digest)`` stored under an idempotency key, if any."""
+        row = self._one("SELECT proposal_id, request_digest FROM mg_proposals WHERE "
+                        "project_id = ? AND originator = ? AND idempotency_key = ?",
+                        (project, originator, key))
+        return (row[0], row[1]) if row else None
+
+    def proposals(self, project: str, status: str | None) -> list[dict[str, Any]]:
+        """Proposals of a project, newest first."""
+        rows = self._all("SELECT doc FROM mg_proposals WHERE project_id = ? AND "
+                         "(? IS NULL OR status = ?) ORDER BY seq DESC", (project, status, status))
+        return [dict(_load(r[0])) for r in rows]
+
+    def reviews(self, proposal_id: str) -> list[dict[str, Any]]:
+        """Reviews of a proposal, oldest first."""
+        rows = self._all("SELECT doc FROM mg_reviews WHERE proposal_id = ? ORDER BY seq",
+                         (proposal_id,))
+        return [dict(_load(r[0])) for r in rows]
+
+    def conflicts(self, project: str, status: str | None, limit: int) -> list[dict[str, Any]]:
+        """Persisted conflicts, newest first."""
+        rows = self._all("SELECT doc FROM mg_conflicts WHERE project_id = ? AND "
+                         "(? IS NULL OR status = ?) ORDER BY seq DESC LIMIT ?",
+                         (project, status, status, limit))
+        return [dict(_load(r[0])) for r in rows]
+
+    def manifest(self, manifest_id: str) -> dict[str, Any] | None:
+        """A stored manifest."""
+        row = self._one("SELECT doc FROM mg_manifests WHERE manifest_id = ?", (manifest_id,))
+        return dict(_load(row[0])) if row else None
+
+    def advances(self, project: str, ref_name: str) -> list[dict[str, Any]]:
+        """The protected-ref advance ledger, oldest first."""
+        rows = self._all("SELECT doc FROM mg_advances WHERE project_id = ? AND ref_name = ? "
+                         "ORDER BY seq", (project, ref_name))
+        return [dict(_load(r[0])) for r in rows]
+
+    def nonce_consumed(self, nonce: str) -> bool:
+        """Whether a merge nonce has been used."""
+        return self._one("SELECT 1 FROM mg_nonces WHERE nonce = ?", (nonce,)) is not None
+
+    # --- writes ---------------------------------------------------------------------------
+    def create_ref(self, project: str, name: str, head: str | None, *, protected: bool,
+                   created_by: str, now: str) -> dict[str, Any]:
+        """Create a ref; an existing name is a conflict.
+
+        Raises:
+            Conflict: the ref exists.
+        """
+        with self._tx() as db:
+            if db.execute("SELECT 1 FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+                          (project, name)).fetchone():
+                raise Conflict(f"ref {name} already exists", code="ref-exists")
+            db.execute("INSERT INTO mg_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (project, name, head, int(protected), created_by, now, now))
+        return self.ref(project, name) or {}
+
+    def commit(self, cs: GitChangeset, *, request_digest: str | None, advance: bool,
+               expected_head: str | None, create_ref: tuple[bool, str] | None,
+               now: str) -> None:
+        """Store a sealed changeset and, when ``advance``, move its ref by CAS — atomically.
+
+        ``create_ref`` = ``(protected, created_by)`` creates the ref when it is missing.
+
+        Raises:
+            Conflict: ``cas_mismatch`` when the ref moved; ``idempotency_race`` when a
+                concurrent request stored the same key first.
+            NotFound: the ref is missing and may not be created.
+        """
+        with self._tx() as db:
+            if advance:
+                row = db.execute("SELECT head FROM mg_refs WHERE project_id = ? AND "
+                                 "ref_name = ?", (cs.project_id, cs.ref_name)).fetchone()
+                if row is None and create_ref is None:
+                    raise NotFound(f"ref {cs.ref_name} does not exist", code="ref-not-found")
+                current = row[0] if row else None
+                if current != expected_head:
+                    raise _cas(cs.ref_name, expected_head, current)
+            try:
+                db.execute("INSERT INTO mg_changesets VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (cs.changeset_id, cs.project_id, cs.author_principal,
+                            cs.idempotency_key, request_digest, _dump(cs.to_wire()),
+                            self._next(db)))
+            except sqlite3.IntegrityError as exc:
+                raise Conflict("a concurrent request used this idempotency key",
+                               code="idempotency_race", hint="retry to read the winner") from exc
+            if advance:
+                if row is None and create_ref is not None:
+                    db.execute("INSERT INTO mg_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (cs.project_id, cs.ref_name, cs.changeset_id,
+                                int(create_ref[0]), create_ref[1], now, now))
+                else:
+                    db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE "
+                               "project_id = ? AND ref_name = ?",
+                               (cs.changeset_id, now, cs.project_id, cs.ref_name))
+
+    def advance(self, project: str, name: str, expected: str | None, new: str,
+                now: str) -> None:
+        """CAS-advance an unprotected ref (protection is checked by the service).
+
+        Raises:
+            Conflict: the ref moved.
+        """
+        with self._tx() as db:
+            row = db.execute("SELECT head FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+                             (project, name)).fetchone()
+            if row is None:
+                raise NotFound(f"ref {name} does not exist", code="ref-not-found")
+            if row[0] != expected:
+                raise _cas(name, expected, row[0])
+            db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE project_id = ? AND "
+                       "ref_name = ?", (new, now, project, name))
+
+    def advance_protected(self, *, project: str, ref_name: str, expected: str, new: str,
+                          nonce: str, advance: dict[str, Any], proposal: dict[str, Any],
+                          now: str) -> None:
+        """Consume the nonce, CAS the protected ref, record the advance, close the proposal.
+
+        All or nothing: a CAS miss rolls the nonce back (the loser keeps nothing consumed);
+        a nonce already consumed is refused whatever the ref holds.
+
+        Raises:
+            Conflict: ``authorization_replay`` for a used nonce, ``cas_mismatch`` for a moved
+                ref.
+        """
+        with self._tx() as db:
+            row = db.execute("SELECT head, protected FROM mg_refs WHERE project_id = ? AND "
+                             "ref_name = ?", (project, ref_name)).fetchone()
+            if row is None or not row[1]:
+                raise NotFound(f"protected ref {ref_name} does not exist",
+                               code="ref-not-found")
+            try:
+                db.execute("INSERT INTO mg_nonces VALUES (?, ?, ?, ?)",
+                           (nonce, project, ref_name, now))
+            except sqlite3.IntegrityError as exc:
+                raise Conflict("this merge authorization was already used",
+                               code="authorization_replay",
+                               hint="ask for a new merge authorization") from exc
+            if row[0] != expected:
+                raise _cas(ref_name, expected, row[0])
+            db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE project_id = ? AND "
+                       "ref_name = ?", (new, now, project, ref_name))
+            db.execute("INSERT INTO mg_advances VALUES (?, ?, ?, ?, ?)",
+                       (advance["advance_id"], project, ref_name, _dump(advance),
+                        self._next(db)))
+            db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
+                       (proposal["status"], _dump(proposal), proposal["proposal_id"]))
+
+    def put_proposal(self, doc: dict[str, Any], *, key: str | None,
+                     request_digest: str | None, conflicts: list[dict[str, Any]]) -> None:
+        """Insert or update a proposal (with its conflicts on first insert)."""
+        with self._tx() as db:
+            exists = db.execute("SELECT 1 FROM mg_proposals WHERE proposal_id = ?",
+                                (doc["proposal_id"],)).fetchone()
+            if exists:
+                db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
+                           (doc["status"], _dump(doc), doc["proposal_id"]))
+                return
+            try:
+                db.execute("INSERT INTO mg_proposals VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                           (doc["proposal_id"], doc["project_id"], doc["originator_principal"],
+                            key, request_digest, doc["status"], _dump(doc), self._next(db)))
+            except sqlite3.IntegrityError as exc:
+                raise Conflict("a concurrent request used this idempotency key",
+                               code="idempotency_race") from exc
+            for c in conflicts:
+                db.execute("INSERT OR IGNORE INTO mg_conflicts VALUES (?, ?, ?, ?, ?, ?)",
+                           (c["conflict_id"], doc["proposal_id"], doc["project_id"],
+                            c["status"], _dump(c), self._next(db)))
+
+    def put_review(self, review: dict[str, Any], proposal: dict[str, Any],
+                   expected_status: str) -> None:
+        """Store a review and the proposal's new state, if the proposal did not change.
+
+        Raises:
+            Conflict: the proposal changed status concurrently.
+        """
+        with self._tx() as db:
+            row = db.execute("SELECT status FROM mg_proposals WHERE proposal_id = ?",
+                             (proposal["proposal_id"],)).fetchone()
+            if row is None or row[0] != expected_status:
+                raise Conflict("the proposal changed while you reviewed it",
+                               code="proposal-changed", hint="re-read it and review again")
+            db.execute("INSERT INTO mg_reviews VALUES (?, ?, ?, ?)",
+                       (review["review_id"], review["proposal_id"], _dump(review),
+                        self._next(db)))
+            db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
+                       (proposal["status"], _dump(proposal), proposal["proposal_id"]))
+
+    def set_conflict_status(self, project: str, conflict_id: str, *, proposal_id: str | None,
+                            status: str, note: str | None, now: str) -> int:
+        """Resolve or retire persisted conflicts; returns how many rows changed."""
+        with self._tx() as db:
+            rows = db.execute("SELECT proposal_id, doc FROM mg_conflicts WHERE project_id = ? "
+                              "AND (? = '' OR conflict_id = ?) AND (? IS NULL OR proposal_id = ?)"
+                              " AND status = 'open'",
+                              (project, conflict_id, conflict_id, proposal_id,
+                               proposal_id)).fetchall()
+            for pid, text in rows:
+                doc = dict(_load(text))
+                doc.update({"status": status, "resolved_at": now})
+                if note is not None:
+                    doc["resolution_note"] = note
+                db.execute("UPDATE mg_conflicts SET status = ?, doc = ? WHERE conflict_id = ? "
+                           "AND proposal_id = ?", (status, _dump(doc), doc["conflict_id"], pid))
+            return len(rows)
+
+    def put_manifest(self, doc: dict[str, Any]) -> None:
+        """Store a context manifest (immutable)."""
+        with self._tx() as db:
+            db.execute("INSERT INTO mg_manifests VALUES (?, ?, ?)",
+                       (doc["manifest_id"], doc["project_id"], _dump(doc)))
+
+    def settings(self, project: str) -> dict[str, Any]:
+        """Per-project Memory Git settings (``{}`` when never set)."""
+        row = self._one("SELECT doc FROM mg_settings WHERE project_id = ?", (project,))
+        return dict(_load(row[0])) if row else {}
+
+    def put_settings(self, project: str, doc: dict[str, Any]) -> None:
+        """Replace the settings of a project."""
+        with self._tx() as db:
+            db.execute("INSERT INTO mg_settings VALUES (?, ?) ON CONFLICT (project_id) "
+                       "DO UPDATE SET doc = excluded.doc", (project, _dump(doc)))
+
+    def _unsafe_set_head(self, project: str, name: str, head: str | None) -> None:
+        """Test-only: force a ref (e.g. cycle it back) without any check. Never call in code."""
+        with self._tx() as db:
+            db.execute("UPDATE mg_refs SET head = ? WHERE project_id = ? AND ref_name = ?",
+                       (head, project, name))
+
+
+def _cas(name: str, expected: str | None, current: str | None) -> Conflict:
+    return Conflict(f"{name} moved: expected head {expected or 'none'}, current head "
+                    f"{current or 'none'}", code="cas_mismatch",
+                    hint="re-read the ref, reconcile, and resubmit with a new idempotency key")
+
+
+def _ref(row: Any) -> dict[str, Any]:
+    return {"project_id": row[0], "ref_name": row[1], "head_changeset_id": row[2],
+            "protected": bool(row[3]), "created_at": row[4], "updated_at": row[5],
+            "created_by_principal": row[6]}
+
+
+__all__ = ["GitStore", "changeset_from_wire"]

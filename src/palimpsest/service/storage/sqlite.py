@@ -1,0 +1,754 @@
+"""The embedded store: SQLite in WAL mode in a data directory, file bytes beside it.
+
+This is the only module of the service that speaks SQL. It keeps:
+
+- the tree, grants, members, groups and hashed credentials (server-owned structure);
+- the Memory Git history: ``changesets`` (immutable canonical documents, id = integrity digest)
+  and ``refs`` (CAS-advanced heads), plus salted record ``bodies`` that ops name by digest;
+- the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
+  FTS5 index ``record_fts`` — all rebuilt from the changesets by :meth:`SqliteStore.rebuild_begin`
+  and the service's replay;
+- small documents (jobs, named queries, snapshots, consolidation runs, harness settings) and the
+  idempotency table.
+
+Every write runs inside :meth:`SqliteStore.write`: one ``BEGIN IMMEDIATE`` transaction, so a
+crash leaves either the whole changeset with its projection and index, or nothing. WAL with
+``synchronous=NORMAL`` never loses a committed transaction to a process crash (kill -9);
+``durability="full"`` also survives power loss at the cost of an fsync per write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+from palimpsest import canonical
+from palimpsest.search.fts import FTS5_TOKENIZE
+from palimpsest.service.model import (
+    ALL_PRIVILEGES,
+    PRIVILEGES,
+    Credential,
+    Grant,
+    Group,
+    Member,
+    Memory,
+    Ref,
+    unavailable,
+)
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS members (id TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
+  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS groups (id TEXT PRIMARY KEY, name TEXT NOT NULL,
+  created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS memberships (group_id TEXT NOT NULL, member_id TEXT NOT NULL,
+  PRIMARY KEY (group_id, member_id));
+CREATE INDEX IF NOT EXISTS memberships_member ON memberships(member_id);
+CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, member_id TEXT NOT NULL,
+  secret_hash TEXT NOT NULL, label TEXT NOT NULL, created_at INTEGER NOT NULL,
+  revoked INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, name TEXT NOT NULL,
+  description TEXT NOT NULL, parent_id TEXT, restricted INTEGER NOT NULL, provider TEXT NOT NULL,
+  created_by TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
+  principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
+  UNIQUE (memory_id, principal));
+CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, ref_name TEXT NOT NULL,
+  author TEXT NOT NULL, idempotency_key TEXT NOT NULL, created_at TEXT NOT NULL,
+  doc BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
+CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
+  protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
+CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
+  data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+  memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
+  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
+CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
+CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
+  memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
+  invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
+  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version));
+CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
+CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
+  memory_id TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
+CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
+CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, tokenize='{FTS5_TOKENIZE}');
+CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
+CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
+  active INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
+  media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
+CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
+  key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
+  PRIMARY KEY (principal, scope, key));
+CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
+  created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
+CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
+"""
+
+
+def load(data: bytes | str) -> Any:
+    """Parse JSON this service wrote itself with :func:`canonical.encode`.
+
+    The strict decoder guards untrusted input; these bytes never came from a client directly
+    (bodies were validated before they were encoded), and recall reads many of them.
+    """
+    return json.loads(data)
+
+
+def _priv_text(privs: Iterable[str]) -> str:
+    s = set(privs)
+    return ",".join(p for p in PRIVILEGES if p in s)
+
+
+def _privs(text: str) -> frozenset[str]:
+    return frozenset(p for p in text.split(",") if p in ALL_PRIVILEGES)
+
+
+def _memory(row: sqlite3.Row) -> Memory:
+    return Memory(row["id"], row["name"], row["description"], row["parent_id"],
+                  bool(row["restricted"]), row["provider"], row["created_by"],
+                  row["created_at"], row["updated_at"])
+
+
+def _member(row: sqlite3.Row) -> Member:
+    return Member(row["id"], row["name"], row["type"], bool(row["admin"]), row["created_at"])
+
+
+def _grant(row: sqlite3.Row) -> Grant:
+    return Grant(row["id"], row["memory_id"], row["principal"], _privs(row["privileges"]),
+                 row["created_at"])
+
+
+def hash_secret(secret: str) -> str:
+    """Credentials are random 256-bit secrets, so one SHA-256 pass is the right hash."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class SqliteStore:
+    """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
+
+    def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
+        try:
+            data_dir.mkdir(parents=True, exist_ok=True)
+            (data_dir / "files").mkdir(exist_ok=True)
+            self.data_dir = data_dir
+            self._db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None,
+                                       check_same_thread=False, timeout=30)
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
+            self._db.execute("PRAGMA foreign_keys=OFF")
+            # Erase must not leave freed pages holding the erased bytes.
+            self._db.execute("PRAGMA secure_delete=ON")
+            self._db.execute("PRAGMA cache_size=-65536")
+            # Checkpoint less often: each checkpoint fsyncs the database file.
+            self._db.execute("PRAGMA wal_autocheckpoint=8192")
+            self._db.executescript(_SCHEMA)
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
+                             (str(SCHEMA_VERSION),))
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
+            self._db.execute("INSERT INTO record_fts(record_fts, rank) "
+                             "VALUES ('rank', 'bm25(1.0)')")
+        except (OSError, sqlite3.Error) as exc:
+            raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
+        self.lock = threading.RLock()
+        self._in_tx = False
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self.lock, contextlib.suppress(sqlite3.Error):
+            self._db.close()
+
+    # --- transactions ---------------------------------------------------------------------
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One ``BEGIN IMMEDIATE`` transaction: all of it commits, or none of it."""
+        with self.lock:
+            if self._in_tx:
+                yield
+                return
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise unavailable(f"the store is busy: {exc}") from exc
+            self._in_tx = True
+            try:
+                yield
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+            finally:
+                self._in_tx = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """A consistent read (a deferred transaction) under the store lock."""
+        with self.lock:
+            if self._in_tx:
+                yield
+                return
+            self._db.execute("BEGIN")
+            self._in_tx = True
+            try:
+                yield
+            finally:
+                self._in_tx = False
+                self._db.execute("COMMIT")
+
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self._db.execute(sql, args).fetchall()
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+        return row
+
+    def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self._db.execute(sql, args).rowcount
+
+    # --- meta -----------------------------------------------------------------------------
+    def tree_generation(self) -> int:
+        """Bumped on every change of the tree or grants (caches key on it)."""
+        row = self._one("SELECT value FROM meta WHERE key='tree_gen'")
+        return int(row["value"]) if row else 0
+
+    def bump_tree(self) -> None:
+        """Invalidate tree caches (inside a write)."""
+        self._x("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tree_gen'")
+
+    # --- members, groups, credentials -----------------------------------------------------
+    def insert_member(self, m: Member) -> None:
+        """Add a member."""
+        self._x("INSERT INTO members VALUES (?,?,?,?,?)",
+                (m.id, m.name, m.type, int(m.admin), m.created_at))
+
+    def members(self) -> list[Member]:
+        """All members, oldest first."""
+        return [_member(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
+
+    def member(self, member_id: str) -> Member | None:
+        """One member or ``None``."""
+        row = self._one("SELECT * FROM members WHERE id=?", (member_id,))
+        return _member(row) if row else None
+
+    def insert_group(self, g: Group) -> None:
+        """Add a group."""
+        self._x("INSERT INTO groups VALUES (?,?,?)", (g.id, g.name, g.created_at))
+
+    def group(self, group_id: str) -> Group | None:
+        """One group with its members."""
+        row = self._one("SELECT * FROM groups WHERE id=?", (group_id,))
+        if row is None:
+            return None
+        ids = tuple(r["member_id"] for r in self._q(
+            "SELECT member_id FROM memberships WHERE group_id=? ORDER BY member_id",
+            (group_id,)))
+        return Group(row["id"], row["name"], row["created_at"], ids)
+
+    def groups(self) -> list[Group]:
+        """Every group."""
+        out = []
+        for r in self._q("SELECT id FROM groups ORDER BY created_at, id"):
+            g = self.group(r["id"])
+            if g is not None:
+                out.append(g)
+        return out
+
+    def set_membership(self, group_id: str, member_id: str, present: bool) -> None:
+        """Add or remove a membership (idempotent)."""
+        if present:
+            self._x("INSERT OR IGNORE INTO memberships VALUES (?,?)", (group_id, member_id))
+        else:
+            self._x("DELETE FROM memberships WHERE group_id=? AND member_id=?",
+                    (group_id, member_id))
+
+    def groups_of(self, member_id: str) -> frozenset[str]:
+        """Group ids a member belongs to."""
+        return frozenset(r["group_id"] for r in self._q(
+            "SELECT group_id FROM memberships WHERE member_id=?", (member_id,)))
+
+    def insert_credential(self, c: Credential, secret_hash: str) -> None:
+        """Store a credential by the hash of its secret."""
+        self._x("INSERT INTO credentials VALUES (?,?,?,?,?,?)",
+                (c.id, c.member_id, secret_hash, c.label, c.created_at, int(c.revoked)))
+
+    def credentials(self, member_id: str | None) -> list[Credential]:
+        """Credentials, optionally of one member."""
+        rows = self._q("SELECT * FROM credentials WHERE (? IS NULL OR member_id=?) "
+                       "ORDER BY created_at, id", (member_id, member_id))
+        return [Credential(r["id"], r["member_id"], r["created_at"], bool(r["revoked"]),
+                           r["label"]) for r in rows]
+
+    def credential_hash(self, credential_id: str) -> tuple[str, str, bool] | None:
+        """``(member_id, secret_hash, revoked)`` of a credential."""
+        r = self._one("SELECT * FROM credentials WHERE id=?", (credential_id,))
+        return (r["member_id"], r["secret_hash"], bool(r["revoked"])) if r else None
+
+    def revoke(self, credential_id: str) -> bool:
+        """Revoke; False when unknown."""
+        return self._x("UPDATE credentials SET revoked=1 WHERE id=?", (credential_id,)) > 0
+
+    # --- tree and grants ------------------------------------------------------------------
+    def all_memories(self) -> list[Memory]:
+        """Every memory (the tree is small next to the records)."""
+        return [_memory(r) for r in self._q("SELECT * FROM memories")]
+
+    def all_grants(self) -> list[Grant]:
+        """Every explicit grant."""
+        return [_grant(r) for r in self._q("SELECT * FROM grants")]
+
+    def insert_memory(self, m: Memory) -> None:
+        """Add a node."""
+        self._x("INSERT INTO memories VALUES (?,?,?,?,?,?,?,?,?)",
+                (m.id, m.name, m.description, m.parent_id, int(m.restricted), m.provider,
+                 m.created_by, m.created_at, m.updated_at))
+        self.bump_tree()
+
+    def update_memory(self, m: Memory) -> None:
+        """Replace a node's client fields."""
+        self._x("UPDATE memories SET name=?, description=?, parent_id=?, restricted=?, "
+                "updated_at=? WHERE id=?",
+                (m.name, m.description, m.parent_id, int(m.restricted), m.updated_at, m.id))
+        self.bump_tree()
+
+    def delete_memories(self, ids: Sequence[str]) -> None:
+        """Remove nodes with everything they hold: grants, history, projections, docs."""
+        for mid in ids:
+            for r in self._q("SELECT n, id FROM records WHERE memory_id=?", (mid,)):
+                self._x("DELETE FROM record_fts WHERE rowid=?", (r["n"],))
+            digests = [r["body_digest"] for r in self._q(
+                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))]
+            for d in digests:
+                self._x("DELETE FROM bodies WHERE digest=?", (d,))
+            for table in ("records", "versions", "changesets", "refs", "grants", "edges",
+                          "memory_counts"):
+                self._x(f"DELETE FROM {table} WHERE memory_id=?", (mid,))  # noqa: S608
+            self._x("DELETE FROM docs WHERE memory_id=?", (mid,))
+            self._x("DELETE FROM idempotency WHERE scope=?", (mid,))
+            self._x("DELETE FROM memories WHERE id=?", (mid,))
+        self.bump_tree()
+
+    def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
+        """Active record counts per memory (kept by the projection, not counted per read)."""
+        out = dict.fromkeys(ids, 0)
+        if ids:
+            marks = ",".join("?" * len(ids))
+            for r in self._q(f"SELECT memory_id, active FROM memory_counts "  # noqa: S608
+                             f"WHERE memory_id IN ({marks})", tuple(ids)):
+                out[r["memory_id"]] = int(r["active"])
+        return out
+
+    def _count(self, memory_id: str, delta: int) -> None:
+        self._x("INSERT INTO memory_counts VALUES (?, ?) ON CONFLICT(memory_id) DO UPDATE "
+                "SET active = active + excluded.active", (memory_id, delta))
+
+    def upsert_grant(self, g: Grant) -> Grant:
+        """One grant per principal per node: a second replaces the first (keeping its id)."""
+        row = self._one("SELECT id, created_at FROM grants WHERE memory_id=? AND principal=?",
+                        (g.memory_id, g.principal))
+        if row is not None:
+            self._x("UPDATE grants SET privileges=? WHERE id=?",
+                    (_priv_text(g.privileges), row["id"]))
+            g = Grant(row["id"], g.memory_id, g.principal, g.privileges, row["created_at"])
+        else:
+            self._x("INSERT INTO grants VALUES (?,?,?,?,?)",
+                    (g.id, g.memory_id, g.principal, _priv_text(g.privileges), g.created_at))
+        self.bump_tree()
+        return g
+
+    def delete_grant(self, memory_id: str, grant_id: str) -> bool:
+        """Remove one grant; False when the node has no such grant."""
+        n = self._x("DELETE FROM grants WHERE id=? AND memory_id=?", (grant_id, memory_id))
+        self.bump_tree()
+        return n > 0
+
+    # --- idempotency ----------------------------------------------------------------------
+    def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
+        """``(request digest, stored response)`` for a used key."""
+        r = self._one("SELECT digest, response FROM idempotency WHERE principal=? AND scope=? "
+                      "AND key=?", (principal, scope, key))
+        return (r["digest"], load(r["response"])) if r else None
+
+    def remember_response(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
+                          response: Any, now: int) -> None:
+        """Store the response of a first request under its key."""
+        self._x("INSERT INTO idempotency VALUES (?,?,?,?,?,?)",
+                (principal, scope, key, digest, canonical.encode(response), now))
+
+    # --- history --------------------------------------------------------------------------
+    def ref(self, memory_id: str, name: str) -> Ref | None:
+        """One ref or ``None``."""
+        r = self._one("SELECT * FROM refs WHERE memory_id=? AND name=?", (memory_id, name))
+        return Ref(r["memory_id"], r["name"], r["head"], bool(r["protected"]), r["created_by"],
+                   r["created_at"], r["updated_at"]) if r else None
+
+    def refs(self, memory_id: str) -> list[Ref]:
+        """Refs of a memory by name."""
+        out = []
+        for r in self._q("SELECT name FROM refs WHERE memory_id=? ORDER BY name", (memory_id,)):
+            ref = self.ref(memory_id, r["name"])
+            if ref is not None:
+                out.append(ref)
+        return out
+
+    def set_ref(self, ref: Ref) -> None:
+        """Create or move a ref (the caller has done the CAS check inside this transaction)."""
+        self._x("INSERT INTO refs VALUES (?,?,?,?,?,?,?) ON CONFLICT(memory_id, name) DO "
+                "UPDATE SET head=excluded.head, updated_at=excluded.updated_at",
+                (ref.memory_id, ref.name, ref.head, int(ref.protected), ref.created_by,
+                 ref.created_at, ref.updated_at))
+
+    def insert_changeset(self, cid: str, memory_id: str, ref_name: str, author: str, key: str,  # noqa: PLR0917
+                         created_at: str, doc: dict[str, Any]) -> None:
+        """Append an immutable changeset document (ignored if the same id exists)."""
+        self._x("INSERT OR IGNORE INTO changesets (id, memory_id, ref_name, author, "
+                "idempotency_key, created_at, doc) VALUES (?,?,?,?,?,?,?)",
+                (cid, memory_id, ref_name, author, key, created_at, canonical.encode(doc)))
+
+    def changeset_doc(self, cid: str) -> dict[str, Any] | None:
+        """The stored document of a changeset."""
+        r = self._one("SELECT doc FROM changesets WHERE id=?", (cid,))
+        if r is None:
+            return None
+        doc: dict[str, Any] = load(r["doc"])
+        return doc
+
+    def changeset_docs(self, memory_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every changeset in append order (a topological order), optionally of one memory."""
+        cur = self._db.execute("SELECT doc FROM changesets WHERE (? IS NULL OR memory_id=?) "
+                               "ORDER BY seq", (memory_id, memory_id))
+        for r in cur.fetchall():
+            yield load(r["doc"])
+
+    # --- bodies ---------------------------------------------------------------------------
+    def put_body(self, digest: str, salt: bytes, data: bytes) -> None:
+        """Store a salted record body."""
+        self._x("INSERT OR IGNORE INTO bodies VALUES (?,?,?)", (digest, salt, data))
+
+    def body(self, digest: str) -> tuple[bytes, bytes] | None:
+        """``(salt, data)`` of a body, ``None`` once erased."""
+        r = self._one("SELECT salt, data FROM bodies WHERE digest=?", (digest,))
+        if r is None or not isinstance(r["salt"], bytes) or not isinstance(r["data"], bytes):
+            return None  # absent, or damaged into another type: treated as gone
+        return (r["salt"], r["data"])
+
+    def delete_body(self, digest: str) -> None:
+        """Erase a body's bytes."""
+        self._x("DELETE FROM bodies WHERE digest=?", (digest,))
+
+    # --- projection -----------------------------------------------------------------------
+    def record_head(self, record_id: str) -> sqlite3.Row | None:
+        """The current row of a record (``n, id, memory_id, version, status, …``)."""
+        return self._one("SELECT * FROM records WHERE id=?", (record_id,))
+
+    def project_version(self, *, record_id: str, memory_id: str, version: int, type: str,
+                        body_digest: str, written_at: str, written_by: str, extra: str,
+                        changeset_id: str, standing: bool, fts_text: str,
+                        edges: Sequence[tuple[str, str]] = (), existing: int | None = None,
+                        was_forgotten: bool = False) -> None:
+        """Apply a new version: supersede the previous one, move the record, reindex."""
+        if version > 1:
+            self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
+                    (written_at, record_id, version - 1))
+        self._x("INSERT INTO versions VALUES (?,?,?,?,?,NULL,NULL,?,?,?)",
+                (record_id, version, memory_id, body_digest, written_at, written_by, extra,
+                 changeset_id))
+        if existing is None:
+            cur = self._db.execute(
+                "INSERT INTO records (id, memory_id, type, version, status, written_at, "
+                "body_digest, standing) VALUES (?,?,?,?,?,?,?,?)",
+                (record_id, memory_id, type, version, "active", written_at, body_digest,
+                 int(standing)))
+            n = cur.lastrowid
+            self._count(memory_id, 1)
+        else:
+            n = existing
+            if was_forgotten:
+                self._count(memory_id, 1)
+            self._x("UPDATE records SET version=?, status='active', written_at=?, "
+                    "body_digest=?, standing=? WHERE n=?",
+                    (version, written_at, body_digest, int(standing), n))
+            self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
+        self._x("INSERT INTO record_fts(rowid, text) VALUES (?,?)", (n, fts_text))
+        self._x("DELETE FROM edges WHERE src=?", (record_id,))
+        for dst, rel in edges:
+            self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
+
+    def project_forget(self, record_id: str, at: str) -> None:
+        """Mark the current version forgotten (its index entry stays; reads filter status)."""
+        head = self.record_head(record_id)
+        if head is None:
+            return
+        self._x("UPDATE versions SET forgotten_at=? WHERE record_id=? AND version=?",
+                (at, record_id, head["version"]))
+        self._x("UPDATE records SET status='forgotten' WHERE n=?", (head["n"],))
+        if head["status"] == "active":
+            self._count(head["memory_id"], -1)
+
+    def project_erase(self, record_id: str) -> list[str]:
+        """Remove every version, body and index entry; returns the file sha256s it named."""
+        head = self.record_head(record_id)
+        digests = [r["body_digest"] for r in self._q(
+            "SELECT body_digest FROM versions WHERE record_id=?", (record_id,))]
+        for d in digests:
+            self.delete_body(d)
+        self._x("DELETE FROM versions WHERE record_id=?", (record_id,))
+        self._x("DELETE FROM edges WHERE src=?", (record_id,))
+        if head is not None:
+            if head["status"] == "active":
+                self._count(head["memory_id"], -1)
+            self._x("DELETE FROM record_fts WHERE rowid=?", (head["n"],))
+            self._x("DELETE FROM records WHERE n=?", (head["n"],))
+        return digests
+
+    def compact_after_erase(self) -> None:
+        """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
+        index segments until they merge, and the WAL keeps old page images until a
+        checkpoint. Rewrites the index (cost grows with its size; erase is rare)."""
+        with self.write():
+            self._x("INSERT INTO record_fts(record_fts) VALUES ('optimize')")
+        with self.lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def clear_projections(self) -> None:
+        """Drop every projection (records, versions, index) before a rebuild."""
+        self._x("DELETE FROM records")
+        self._x("DELETE FROM versions")
+        self._x("DELETE FROM record_fts")
+        self._x("DELETE FROM edges")
+        self._x("DELETE FROM memory_counts")
+
+    # --- record reads ---------------------------------------------------------------------
+    def version_row(self, record_id: str, version: int) -> sqlite3.Row | None:
+        """One version row joined with its body."""
+        return self._one("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+                         "b.digest=v.body_digest WHERE v.record_id=? AND v.version=?",
+                         (record_id, version))
+
+    def versions(self, record_id: str) -> list[sqlite3.Row]:
+        """Every version of a record, oldest first."""
+        return self._q("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+                       "b.digest=v.body_digest WHERE v.record_id=? ORDER BY v.version",
+                       (record_id,))
+
+    def version_at(self, record_id: str, as_of: str) -> sqlite3.Row | None:
+        """The version current at ``as_of``."""
+        return self._one("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+                         "b.digest=v.body_digest WHERE v.record_id=? AND v.written_at<=? "
+                         "AND (v.invalidated_at IS NULL OR v.invalidated_at>?) ",
+                         (record_id, as_of, as_of))
+
+    def list_current(self, memory_id: str, statuses: Sequence[str], type: str | None,
+                     before: int | None, limit: int) -> list[sqlite3.Row]:
+        """Current records of one memory, newest first, keyset-paginated on ``n``."""
+        marks = ",".join("?" * len(statuses))
+        sql = (f"SELECT r.n, v.*, b.salt, b.data FROM records r JOIN versions v ON "  # noqa: S608
+               f"v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
+               f"b.digest=v.body_digest WHERE r.memory_id=? AND r.status IN ({marks}) "
+               f"AND (? IS NULL OR r.type=?) AND (? IS NULL OR r.n<?) ORDER BY r.n DESC LIMIT ?")
+        return self._q(sql, (memory_id, *statuses, type, type, before, before, limit))
+
+    def list_at(self, memory_ids: Sequence[str], as_of: str, limit: int,
+                offset: int = 0) -> list[sqlite3.Row]:
+        """Versions current at ``as_of`` across memories, newest first."""
+        marks = ",".join("?" * len(memory_ids))
+        sql = (f"SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "  # noqa: S608
+               f"b.digest=v.body_digest WHERE v.memory_id IN ({marks}) AND v.written_at<=? "
+               f"AND (v.invalidated_at IS NULL OR v.invalidated_at>?) "
+               f"ORDER BY v.written_at DESC, v.record_id LIMIT ? OFFSET ?")
+        return self._q(sql, (*memory_ids, as_of, as_of, limit, offset))
+
+    def current_rows(self, ns: Sequence[int]) -> list[sqlite3.Row]:
+        """Current versions of records by projection row number (order not kept)."""
+        if not ns:
+            return []
+        marks = ",".join("?" * len(ns))
+        sql = (f"SELECT r.n, r.status AS rstatus, v.*, b.salt, b.data FROM records r "  # noqa: S608
+               f"JOIN versions v ON v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b "
+               f"ON b.digest=v.body_digest WHERE r.n IN ({marks})")
+        return self._q(sql, tuple(ns))
+
+    def newest_ns(self, memory_ids: Sequence[str], statuses: Sequence[str], limit: int
+                  ) -> list[int]:
+        """Newest record row numbers across memories (for filter-only recall)."""
+        if not memory_ids:
+            return []
+        m1 = ",".join("?" * len(memory_ids))
+        m2 = ",".join("?" * len(statuses))
+        sql = (f"SELECT n FROM records WHERE memory_id IN ({m1}) AND status IN ({m2}) "  # noqa: S608
+               f"ORDER BY n DESC LIMIT ?")
+        return [r["n"] for r in self._q(sql, (*memory_ids, *statuses, limit))]
+
+    def standing_rows(self, memory_id: str) -> list[sqlite3.Row]:
+        """Active standing records of a memory, oldest first."""
+        return self._q("SELECT r.n, v.*, b.salt, b.data FROM records r JOIN versions v ON "
+                       "v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
+                       "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
+                       "r.status='active' ORDER BY r.n", (memory_id,))
+
+    def search(self, match: str, memory_ids: Sequence[str], statuses: Sequence[str],  # noqa: PLR0917
+               types: Sequence[str] | None, limit: int, offset: int = 0,
+               bound: int | None = None) -> list[tuple[int, float, str]]:
+        """BM25 over the text index, restricted to records of ``memory_ids`` with a status in
+        ``statuses`` (and a type in ``types``): ``(row number, score, analysed text)``, best
+        first. With ``bound``, only the newest ``bound`` matches are ranked (terms too common
+        to rank every posting within the latency budget).
+
+        The FTS index drives the join (CROSS JOIN fixes the order): reach never widens what is
+        matched, it only drops rows, and no record outside the reach is ever returned.
+        """
+        m1 = ",".join("?" * len(memory_ids))
+        m2 = ",".join("?" * len(statuses))
+        where = (f"record_fts MATCH ? AND r.memory_id IN ({m1}) AND r.status IN ({m2})")
+        args: list[Any] = [match, *memory_ids, *statuses]
+        if types:
+            where += f" AND r.type IN ({','.join('?' * len(types))})"
+            args.extend(types)
+        base = f"FROM record_fts f CROSS JOIN records r ON r.n = f.rowid WHERE {where}"
+        if bound is None:
+            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s, f.text AS text {base} "
+                           f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
+            return [(int(r["n"]), -float(r["s"]), r["text"]) for r in rows]
+        rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, bm25(record_fts, 1.0) AS s "  # noqa: S608
+                       f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
+                       (*args, bound, limit))
+        if not rows:
+            return []
+        marks = ",".join("?" * len(rows))
+        texts = {r["rowid"]: r["text"] for r in self._q(
+            f"SELECT rowid, text FROM record_fts WHERE rowid IN ({marks})",  # noqa: S608
+            [r["n"] for r in rows])}
+        return [(int(r["n"]), -float(r["s"]), texts.get(r["n"], "")) for r in rows]
+
+    def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
+        out: dict[str, int] = {}
+        for term in terms:
+            r = self._one("SELECT doc FROM record_vocab WHERE term=?", (term,))
+            out[term] = int(r["doc"]) if r else 0
+        return out
+
+    def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
+        """Which memory holds each record id (for references and graph edges)."""
+        out: dict[str, str] = {}
+        for rid in record_ids:
+            r = self._one("SELECT memory_id FROM records WHERE id=?", (rid,))
+            if r is not None:
+                out[rid] = r["memory_id"]
+        return out
+
+    def edges_touching(self, record_ids: Sequence[str]) -> list[sqlite3.Row]:
+        """Edges whose source or target is one of ``record_ids`` (``src, dst, rel,
+        memory_id`` = the source's memory)."""
+        if not record_ids:
+            return []
+        marks = ",".join("?" * len(record_ids))
+        sql = (f"SELECT DISTINCT src, dst, rel, memory_id FROM edges WHERE src IN ({marks}) "  # noqa: S608
+               f"OR dst IN ({marks})")
+        return self._q(sql, (*record_ids, *record_ids))
+
+    def forget_responses(self, scope: str, record_id: str) -> None:
+        """Drop stored idempotent responses that carry an erased record's content."""
+        self._x("DELETE FROM idempotency WHERE scope=? AND instr(response, ?) > 0",
+                (scope, record_id.encode()))
+
+    def counts(self) -> dict[str, int]:
+        """Row counts reported by a rebuild."""
+        out = {}
+        for table in ("changesets", "records", "versions"):
+            r = self._one(f"SELECT COUNT(*) AS c FROM {table}")  # noqa: S608
+            out[table] = int(r["c"]) if r else 0
+        r = self._one("SELECT COUNT(*) AS c FROM record_fts")
+        out["indexed"] = int(r["c"]) if r else 0
+        return out
+
+    # --- files ----------------------------------------------------------------------------
+    def file_path(self, sha256: str) -> Path:
+        """Where the bytes with this digest live."""
+        return self.data_dir / "files" / sha256[:2] / sha256
+
+    def put_file_bytes(self, data: bytes) -> str:
+        """Write bytes content-addressed (fsync + atomic rename); returns their sha256."""
+        sha = hashlib.sha256(data).hexdigest()
+        path = self.file_path(sha)
+        if path.exists():
+            return sha
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return sha
+
+    def read_file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes, or ``None`` once erased."""
+        try:
+            return self.file_path(sha256).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def delete_file_bytes(self, sha256: str) -> None:
+        """Remove bytes no longer named by any file."""
+        if self._one("SELECT 1 FROM files WHERE sha256=?", (sha256,)) is None:
+            self.file_path(sha256).unlink(missing_ok=True)
+
+    def insert_file(self, fid: str, sha: str, name: str, media_type: str, size: int,  # noqa: PLR0917
+                    created_by: str, now: int) -> None:
+        """Register an uploaded file."""
+        self._x("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
+                (fid, sha, name, media_type, size, created_by, now))
+
+    def file(self, fid: str) -> sqlite3.Row | None:
+        """One uploaded file's row."""
+        return self._one("SELECT * FROM files WHERE id=?", (fid,))
+
+    def delete_file(self, fid: str) -> None:
+        """Forget an uploaded file's row (its bytes go when no row names them)."""
+        row = self.file(fid)
+        self._x("DELETE FROM files WHERE id=?", (fid,))
+        if row is not None:
+            self.delete_file_bytes(row["sha256"])
+
+    # --- documents ------------------------------------------------------------------------
+    def put_doc(self, kind: str, did: str, memory_id: str | None, created_at: int,
+                doc: Any) -> None:
+        """Insert or replace a small document."""
+        self._x("INSERT INTO docs VALUES (?,?,?,?,?) ON CONFLICT(kind, id) DO UPDATE SET "
+                "doc=excluded.doc", (kind, did, memory_id, created_at, canonical.encode(doc)))
+
+    def doc(self, kind: str, did: str) -> tuple[str | None, Any] | None:
+        """``(memory_id, doc)`` or ``None``."""
+        r = self._one("SELECT memory_id, doc FROM docs WHERE kind=? AND id=?", (kind, did))
+        return (r["memory_id"], load(r["doc"])) if r else None
+
+    def docs(self, kind: str, memory_id: str) -> list[Any]:
+        """Documents of one kind for a memory, newest first."""
+        return [load(r["doc"]) for r in self._q(
+            "SELECT doc FROM docs WHERE kind=? AND memory_id=? ORDER BY created_at DESC, "
+            "rowid DESC", (kind, memory_id))]
+
+
+__all__ = ["SqliteStore", "hash_secret", "load"]

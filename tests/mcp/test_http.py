@@ -1,0 +1,217 @@
+"""The MCP endpoint of the live `pal serve` (streamable HTTP at /mcp) with the official client:
+per-agent offering rules, a recall round trip, a Memory Git propose/review/merge round trip
+between two agents, hostile content as data, and the Host/Origin and credential checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import mcp_types as types
+import pytest
+from mcp.client.streamable_http import streamable_http_client
+
+from mcp import Client
+
+from .live import pal_serve
+from .world import HOSTILE, World, build_world
+
+READ_TOOLS = ["memory_list", "memory_recall", "memory_graph", "memory_get"]
+WRITE_TOOLS = ["memory_remember", "memory_revise", "memory_forget"]
+GIT_READ = [
+    "memory_status",
+    "memory_ref_list",
+    "memory_log",
+    "memory_show",
+    "memory_diff",
+    "memory_context_at",
+]
+GIT_WRITE = [
+    "memory_branch_create",
+    "memory_changeset_create",
+    "memory_merge_propose",
+    "memory_merge_review",
+    "memory_merge",
+    "memory_merge_cancel",
+]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, str]]:
+    root = tmp_path_factory.mktemp("mcp-http")
+    world = build_world(
+        root, {"reader": ["read"], "alice": ["read", "write"], "bob": ["read", "write"]}
+    )
+    with pal_serve(world.data_dir) as url:
+        yield world, url
+
+
+def _client(url: str, secret: str) -> Client:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=60)
+    return Client(streamable_http_client(f"{url}/mcp", http_client=http))
+
+
+def _payload(result: types.CallToolResult) -> Any:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    assert result.is_error is False, block.text
+    text = block.text
+    assert text.count("<untrusted-data>") == 1
+    return json.loads(text.split("<untrusted-data>\n", 1)[1].rsplit("\n</untrusted-data>", 1)[0])
+
+
+def _names(result: types.ListToolsResult) -> list[str]:
+    return [tool.name for tool in result.tools]
+
+
+def test_tool_lists_follow_each_agents_grants(served: tuple[World, str]) -> None:
+    world, url = served
+
+    async def run() -> None:
+        async with _client(url, world.agents["reader"].secret) as reader:
+            assert _names(await reader.list_tools()) == [*READ_TOOLS, "memory_run_query", *GIT_READ]
+        async with _client(url, world.agents["alice"].secret) as writer:
+            assert _names(await writer.list_tools()) == [
+                *READ_TOOLS,
+                *WRITE_TOOLS,
+                "memory_run_query",
+                *GIT_READ,
+                *GIT_WRITE,
+            ]
+
+    anyio.run(run)
+
+
+def test_recall_round_trip_and_hostile_content(served: tuple[World, str]) -> None:
+    world, url = served
+
+    async def run() -> None:
+        async with _client(url, world.agents["reader"].secret) as client:
+            found = _payload(
+                await client.call_tool(
+                    "memory_recall", {"memory": world.memory_id, "text": "Acme", "limit": 99}
+                )
+            )
+            by_id = {r["record"]["id"]: r for r in found["results"]}
+            assert set(by_id) == {world.records["plain"], world.records["hostile"]}
+            hostile = by_id[world.records["hostile"]]["record"]
+            assert hostile["content"] == [{"type": "text", "text": HOSTILE}]
+            assert hostile["written_by"]["kind"] == "member"
+            assert hostile["trust"] == "untrusted"
+            assert by_id[world.records["hostile"]]["memory"] == {
+                "id": world.memory_id,
+                "name": "Team",
+            }
+
+    anyio.run(run)
+
+
+def test_memory_git_round_trip_between_two_agents(served: tuple[World, str]) -> None:
+    world, url = served
+    alice, bob = world.agents["alice"], world.agents["bob"]
+    root = httpx.post(
+        f"{url}/api/memory/{world.memory_id}/legacy-root",
+        headers={"Authorization": f"Bearer {world.owner_secret}"},
+        json={},
+    )
+    assert root.status_code in (200, 201), root.text
+    base = root.json()["ref"]["head_changeset_id"]
+    mine = f"refs/agents/{alice.member_id}/main"
+
+    async def run() -> None:
+        async with _client(url, alice.secret) as a, _client(url, bob.secret) as b:
+            _payload(
+                await a.call_tool(
+                    "memory_branch_create",
+                    {"project": world.memory_id, "ref_name": mine, "head_changeset_id": base},
+                )
+            )
+            change = _payload(
+                await a.call_tool(
+                    "memory_changeset_create",
+                    {
+                        "project": world.memory_id,
+                        "ref": mine,
+                        "expected_head": base,
+                        "parent_ids": [base],
+                        "message": "what we learned",
+                        "idempotency_key": "k1",
+                        "ops": [
+                            {
+                                "op_type": "add_memory",
+                                "payload": {"content": "Initech pays on net-30", "kind": "fact"},
+                            }
+                        ],
+                    },
+                )
+            )
+            proposal = _payload(
+                await a.call_tool(
+                    "memory_merge_propose",
+                    {
+                        "project": world.memory_id,
+                        "target_ref": "refs/shared/main",
+                        "head_changeset_id": change["changeset_id"],
+                        "message": "please merge",
+                        "idempotency_key": "p1",
+                    },
+                )
+            )
+            pid = proposal["proposal_id"]
+            self_review = await a.call_tool(
+                "memory_merge_review", {"proposal_id": pid, "verdict": "approve"}
+            )
+            assert self_review.is_error is True
+            before = _payload(
+                await b.call_tool(
+                    "memory_context_at",
+                    {"project": world.memory_id, "ref": "refs/shared/main", "query": "Initech"},
+                )
+            )
+            assert before["memories"] == []
+            review = _payload(
+                await b.call_tool(
+                    "memory_merge_review",
+                    {"proposal_id": pid, "verdict": "approve", "comment": "checked"},
+                )
+            )
+            assert review["verdict"] == "approve"
+            merged = _payload(await b.call_tool("memory_merge", {"proposal_id": pid}))
+            assert merged["strategy"] == "fast_forward"
+            after = _payload(
+                await a.call_tool(
+                    "memory_context_at",
+                    {"project": world.memory_id, "ref": "refs/shared/main", "query": "Initech"},
+                )
+            )
+            assert [m["content"] for m in after["memories"]] == ["Initech pays on net-30"]
+            status = _payload(await a.call_tool("memory_status", {"project": world.memory_id}))
+            assert status["open_proposals"] == []
+            # over HTTP there is no default memory unless the harness settings name one
+            nowhere = await a.call_tool("memory_remember", {"content": "lost?"})
+            assert nowhere.is_error is True
+            block = nowhere.content[0]
+            assert isinstance(block, types.TextContent)
+            assert "no default memory" in block.text
+
+    anyio.run(run)
+
+
+def test_http_guard_applies_to_mcp(served: tuple[World, str]) -> None:
+    world, url = served
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    no_token = httpx.post(f"{url}/mcp", json=body, headers=headers)
+    assert no_token.status_code == 401
+    auth = {**headers, "Authorization": f"Bearer {world.agents['reader'].secret}"}
+    evil_host = httpx.post(f"{url}/mcp", json=body, headers={**auth, "Host": "evil.example"})
+    assert evil_host.status_code in (403, 421)
+    evil_origin = httpx.post(
+        f"{url}/mcp", json=body, headers={**auth, "Origin": "https://evil.example"}
+    )
+    assert evil_origin.status_code in (403, 421)
+    assert "Initech" not in evil_origin.text and "Acme" not in evil_origin.text

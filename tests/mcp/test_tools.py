@@ -1,0 +1,143 @@
+"""Tool schemas and offering rules exactly as uhp-memories.md §13 states them."""
+
+from __future__ import annotations
+
+import pytest
+
+from palimpsest.mcp import tools
+from palimpsest.mcp.tools import Offers, find, offered
+
+MEMORY = {
+    "type": "string",
+    "description": "A memory id (hmem_…): one attached to you, or one a previous answer named "
+    "as a parent or child.",
+}
+
+
+def _names(offers: Offers) -> list[str]:
+    return [t.name for t in offered(offers)]
+
+
+def test_default_order_with_writes() -> None:
+    assert _names(Offers(writes=True)) == [
+        "memory_list",
+        "memory_recall",
+        "memory_graph",
+        "memory_get",
+        "memory_remember",
+        "memory_revise",
+        "memory_forget",
+    ]
+
+
+def test_write_tools_dropped_when_the_agent_may_write_nowhere() -> None:
+    assert _names(Offers(writes=False)) == [
+        "memory_list",
+        "memory_recall",
+        "memory_graph",
+        "memory_get",
+    ]
+    assert find(Offers(writes=False), "memory_remember") is None
+
+
+def test_query_operate_and_free_query_only_where_offered() -> None:
+    assert _names(Offers(writes=False, queries=True, operations=True, languages=("cypher",)))[
+        4:
+    ] == ["memory_run_query", "memory_operate", "memory_query"]
+    free = find(Offers(languages=("cypher", "sql")), "memory_query")
+    assert free is not None and free.description.endswith("cypher, sql.")
+    for name in ("memory_run_query", "memory_operate", "memory_query"):
+        assert find(Offers(writes=True), name) is None
+
+
+def test_erase_is_never_a_tool() -> None:
+    every = Offers(writes=True, queries=True, operations=True, languages=("x",), git=True)
+    assert not [t for t in offered(every) if "erase" in t.name]
+    assert find(every, "memory_erase") is None
+
+
+def test_every_schema_uses_the_shared_memory_property() -> None:
+    every = Offers(writes=True, queries=True, operations=True, languages=("x",))
+    for spec in offered(every):
+        schema = spec.input_schema()
+        assert schema["type"] == "object"
+        assert schema["properties"]["memory"] == MEMORY
+
+
+@pytest.mark.parametrize(
+    ("name", "properties", "required"),
+    [
+        ("memory_list", ["memory"], []),
+        (
+            "memory_recall",
+            ["memory", "query", "text", "filters", "types", "depth", "limit"],
+            ["memory"],
+        ),
+        ("memory_graph", ["memory", "record", "hops", "types"], ["memory"]),
+        ("memory_get", ["memory", "record", "history"], ["memory", "record"]),
+        ("memory_remember", ["memory", "type", "title", "content", "attributes", "references"], []),
+        (
+            "memory_revise",
+            ["memory", "record", "title", "content", "attributes", "reason"],
+            ["memory", "record", "reason"],
+        ),
+        ("memory_forget", ["memory", "record"], ["memory", "record"]),
+        ("memory_run_query", ["memory", "name", "params"], ["memory", "name"]),
+        (
+            "memory_operate",
+            ["memory", "record", "operation", "input"],
+            ["memory", "record", "operation"],
+        ),
+        ("memory_query", ["memory", "language", "statement", "params"], ["memory", "statement"]),
+    ],
+)
+def test_exact_input_schemas(name: str, properties: list[str], required: list[str]) -> None:
+    every = Offers(writes=True, queries=True, operations=True, languages=("cypher",))
+    spec = find(every, name)
+    assert spec is not None
+    schema = spec.input_schema()
+    assert list(schema["properties"]) == properties
+    assert schema["required"] == required
+
+
+def test_property_types() -> None:
+    spec = find(Offers(writes=True), "memory_recall")
+    assert spec is not None
+    props = spec.input_schema()["properties"]
+    assert props["types"] == {"type": "array", "items": {"type": "string"}}
+    assert props["depth"] == {"type": "integer"} and props["limit"] == {"type": "integer"}
+    remember = find(Offers(writes=True), "memory_remember")
+    assert remember is not None
+    rprops = remember.input_schema()["properties"]
+    assert rprops["type"]["default"] == "fact"
+    assert rprops["type"]["enum"] == ["fact", "note", "procedure", "link", "entity"]
+    assert rprops["references"]["items"]["required"] == ["rel", "record_id"]
+    assert "file" not in rprops  # files are not kept by this server's tools
+
+
+def test_read_only_hint_follows_writes() -> None:
+    every = Offers(writes=True, queries=True, operations=True, languages=("x",))
+    writes = {t.name for t in offered(every) if t.writes}
+    assert writes == {"memory_remember", "memory_revise", "memory_forget"}
+
+
+@pytest.mark.parametrize(
+    "name", ["memory list", "memory_list\n", "mémoire", "", "a" * 129, "../memory_list"]
+)
+def test_hostile_tool_names_are_not_found(name: str) -> None:
+    assert find(Offers(writes=True), name) is None
+
+
+def test_git_group_is_offered_only_when_enabled() -> None:
+    assert not [t for t in offered(Offers(writes=True)) if t.group == "git"]
+    read_only = [t.name for t in offered(Offers(git=True)) if t.group == "git"]
+    assert read_only == [
+        "memory_status",
+        "memory_ref_list",
+        "memory_log",
+        "memory_show",
+        "memory_diff",
+        "memory_context_at",
+    ]
+    assert len([t for t in offered(Offers(git=True, writes=True)) if t.group == "git"]) == 12
+    assert tools.REPO_TOOLS == ()

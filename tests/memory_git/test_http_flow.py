@@ -1,0 +1,327 @@
+"""The everyday Memory Git flow over real HTTP (``pal serve``) with two members, then every
+refusal of the issue: self-review, self-merge, expired envelope, wrong key, tampered field,
+replayed nonce, stale expected head, a changed request under a reused idempotency key, and
+writing to another member's ref. Envelopes for the refusals are built by the independent
+reference builder with the server's configured key (PAL_MERGE_HMAC_KEYS)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.server import ok, pal_command, provision, start
+from tests.memory_git import refenvelope as ref
+
+KEY_OLD = "o" * 40
+KEY_NEW = "n" * 40
+ENV = {"PAL_MERGE_HMAC_KEYS": f"new={KEY_NEW},old={KEY_OLD}"}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    data_dir: Path = tmp_path_factory.mktemp("mgit") / "data"
+    members = provision(data_dir, (("alice", "human"), ("bob", "agent")))
+    server = start(data_dir, env=ENV)
+    try:
+        alice = server.client(members["alice"].token)
+        bob = server.client(members["bob"].token)
+        memory = ok(alice.post("/v1/memories", json={"name": "Acme",
+                                                     "description": "account memory"}))
+        ok(alice.post(f"/v1/memories/{memory['id']}/grants",
+                      json={"principal": f"member:{members['bob'].id}",
+                            "privileges": ["read", "write"]}))
+        yield {"server": server, "alice": alice, "bob": bob, "project": memory["id"],
+               "ids": {n: f"member:{members[n].id}" for n in ("alice", "bob")},
+               "mids": {n: members[n].id for n in ("alice", "bob")},
+               "tokens": {n: members[n].token for n in ("alice", "bob")}}
+    finally:
+        server.stop()
+
+
+def lethe_err(resp: httpx.Response, status: int, code: str | None = None) -> dict[str, Any]:
+    assert resp.status_code == status, (resp.status_code, resp.text)
+    body = resp.json()
+    assert set(body) == {"error", "message"}, body
+    if code is not None:
+        assert body["error"] == code, body
+    return dict(body)
+
+
+def head_of(client: httpx.Client, project: str, name: str) -> str | None:
+    refs = ok(client.get(f"/api/memory/{project}/refs"))
+    found = [r for r in refs if r["ref_name"] == name]
+    return found[0]["head_changeset_id"] if found else None
+
+
+def commit(client: httpx.Client, project: str, refname: str, key: str, content: str,  # noqa: PLR0917
+           expected: str | None) -> httpx.Response:
+    return client.post("/api/memory/changesets", json={
+        "project_id": project, "ref_name": refname, "expected_head": expected,
+        "idempotency_key": key, "message": f"add {key}",
+        "ops": [{"ordinal": 0, "op_type": "add_memory",
+                 "payload": {"content": content, "kind": "fact", "scope": "acme"}}]})
+
+
+def proposal_ready(w: dict[str, Any], key: str, content: str) -> tuple[str, dict[str, Any]]:
+    """Alice commits on her own ref and proposes; Bob approves. Returns (proposal id, proposal)."""
+    alice, bob, p = w["alice"], w["bob"], w["project"]
+    mine = f"refs/agents/{w['mids']['alice']}/main"
+    ok(commit(alice, p, mine, key, content, head_of(alice, p, mine)), 201)
+    prop = ok(alice.post(f"/api/memory/{p}/proposals", json={
+        "source_ref": mine, "target_ref": "refs/shared/main", "idempotency_key": f"p-{key}",
+        "message": content}), 201)
+    ok(bob.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                json={"verdict": "approve", "comment": "checked", "severity": "info"}), 201)
+    return prop["proposal_id"], prop
+
+
+def test_everyday_flow(world: dict[str, Any]) -> None:
+    alice, bob, p = world["alice"], world["bob"], world["project"]
+    # 0. the repository of the memory
+    ok(alice.post(f"/api/memory/{p}/legacy-root", json={}), 201)
+    assert p in ok(bob.get("/api/memory/projects"))["projects"]
+    # 1. orient
+    ctx = ok(alice.get(f"/api/memory/{p}/context", params={"ref": "refs/shared/main"}))
+    assert ctx["projection_version"] == "memory-context/v1" and ctx["memories"] == []
+    root = ctx["head_changeset_id"]
+    # 2. branch
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    made = ok(alice.post(f"/api/memory/{p}/branches",
+                         json={"ref_name": mine, "head_changeset_id": root}), 201)
+    assert made["created_by_principal"] == world["ids"]["alice"]
+    # 3. commit with CAS and an idempotency key; the identical retry returns the original
+    first = ok(commit(alice, p, mine, "c1", "Acme renews in March", root), 201)
+    again = ok(commit(alice, p, mine, "c1", "Acme renews in March", root), 200)
+    assert again == first and first["author_principal"] == world["ids"]["alice"]
+    # 4. propose
+    prop = ok(alice.post(f"/api/memory/{p}/proposals", json={
+        "source_ref": mine, "target_ref": "refs/shared/main", "idempotency_key": "p1",
+        "head_changeset_id": first["changeset_id"], "message": "renewal date"}), 201)
+    assert prop["head_changeset_id"] == first["changeset_id"] and prop["base_changeset_id"] == root
+    # 5. independent review
+    verdict = ok(bob.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                          json={"verdict": "approve", "comment": "ok"}), 201)
+    assert verdict["proposal_digest"] == prop["proposal_digest"]
+    # 6. merge with a signed envelope (signed by the gateway side, verified by the Lethe side)
+    req = ok(bob.post(f"/api/memory/proposals/{prop['proposal_id']}/authorize", json={}))
+    envelope = json.loads(req["merge_authorization"])["envelope"]
+    assert envelope["key_id"] == "new" and envelope["merger_principal"] == world["ids"]["bob"]
+    merged = ok(bob.post(f"/api/memory/{p}/refs/merge", json={
+        k: req[k] for k in ("ref_name", "expected_head", "new_head", "merge_proposal_id",
+                            "reviewer_principal", "merge_authorization")}))
+    assert merged["ref"]["head_changeset_id"] == first["changeset_id"]
+    assert merged["advance"]["authorization_nonce"] == envelope["nonce"]
+    # 7. read later, at the new head and at the old one
+    now = ok(alice.get(f"/api/memory/{p}/context", params={"query": "renews"}))
+    assert [m["content"] for m in now["memories"]] == ["Acme renews in March"]
+    before = ok(bob.get(f"/api/memory/{p}/context", params={"head": root}))
+    assert before["memories"] == []
+    log = ok(bob.get(f"/api/memory/{p}/changesets", params={"ref": "refs/shared/main"}))
+    assert [c["changeset_id"] for c in log["changesets"]] == [first["changeset_id"], root]
+    shown = ok(bob.get(f"/api/memory/changesets/{first['changeset_id']}"))
+    assert shown["integrity_digest"] == first["integrity_digest"]
+    diff = ok(bob.post(f"/api/memory/changesets/{first['changeset_id']}/diff", json={}))
+    assert len(diff["memories_added"]) == 1
+    # the requirement's example: list refs with the bearer credential
+    refs = ok(bob.get(f"/api/memory/{p}/refs"))
+    assert {r["ref_name"] for r in refs} == {"refs/shared/main", mine}
+    assert ok(bob.get(f"/api/memory/{p}/refs/shared/main"))["protected"] is True
+
+
+def test_unauthenticated_requests_are_refused(world: dict[str, Any]) -> None:
+    anon = world["server"].client(None)
+    assert anon.get(f"/api/memory/{world['project']}/refs").status_code == 401
+
+
+def test_self_review_and_self_merge(world: dict[str, Any]) -> None:
+    alice, bob, p = world["alice"], world["bob"], world["project"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    ok(commit(alice, p, mine, "s1", "self-reviewed?", head_of(alice, p, mine)), 201)
+    prop = ok(alice.post(f"/api/memory/{p}/proposals", json={
+        "source_ref": mine, "idempotency_key": "ps1"}), 201)
+    lethe_err(alice.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                         json={"verdict": "approve"}), 403, "self-review")
+    ok(bob.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                json={"verdict": "approve"}), 201)
+    lethe_err(alice.post(f"/api/memory/proposals/{prop['proposal_id']}/authorize",
+                         json={"reviewer_principal": world["ids"]["bob"]}), 403, "self-merge")
+    # Alice signs for herself with the real key (as a rogue gateway would): still refused.
+    req = ok(bob.post(f"/api/memory/proposals/{prop['proposal_id']}/authorize", json={}))
+    env = json.loads(req["merge_authorization"])["envelope"]
+    env.update({"merger_principal": world["ids"]["alice"], "key_id": "new",
+                "nonce": "a1" * 16})
+    body = {**req, "merge_authorization": ref.wire(env, ref.signature(env, KEY_NEW.encode()))}
+    lethe_err(alice.post(f"/api/memory/{p}/refs/merge", json=body), 403, "self-merge")
+    ok(bob.post(f"/api/memory/{p}/refs/merge", json=req))
+
+
+def signed_request(w: dict[str, Any], pid: str, prop: dict[str, Any], *, key: str = KEY_NEW,
+                   key_id: str = "new", ttl: timedelta = timedelta(minutes=10),
+                   issued: datetime | None = None, **over: str) -> dict[str, Any]:
+    """A merge request whose envelope the independent builder signs."""
+    p = w["project"]
+    expected = head_of(w["bob"], p, "refs/shared/main")
+    issued_at, expires_at = ref.times(issued or datetime.now(UTC), ttl)
+    fields = {"version": "memory-git-merge/v2", "project_id": p, "ref_name": "refs/shared/main",
+              "expected_head": expected, "new_head": prop["head_changeset_id"],
+              "proposal_id": pid, "proposal_digest": prop["proposal_digest"],
+              "reviewer_principal": w["ids"]["bob"], "merger_principal": w["ids"]["bob"],
+              "strategy": "fast_forward", "issued_at": issued_at, "expires_at": expires_at,
+              "nonce": over.pop("nonce", "5e" * 16), "key_id": key_id}
+    env = ref.envelope(**fields)
+    wire = ref.wire(env, ref.signature(env, key.encode()))
+    body = {"ref_name": "refs/shared/main", "expected_head": expected,
+            "new_head": prop["head_changeset_id"], "merge_proposal_id": pid,
+            "reviewer_principal": w["ids"]["bob"], "merge_authorization": wire}
+    body.update(over)
+    return body
+
+
+def test_envelope_refusals_then_independent_envelope_merges(world: dict[str, Any]) -> None:
+    bob, p = world["bob"], world["project"]
+    pid, prop = proposal_ready(world, "e1", "envelope checks")
+    url = f"/api/memory/{p}/refs/merge"
+    expired = signed_request(world, pid, prop,
+                             issued=datetime.now(UTC) - timedelta(minutes=20))
+    lethe_err(bob.post(url, json=expired), 400, "merge-authorization")
+    wrong_key = signed_request(world, pid, prop, key="w" * 40)
+    body = lethe_err(bob.post(url, json=wrong_key), 403, "merge-authorization")
+    assert body["message"] == "invalid merge authorization"
+    unknown_id = signed_request(world, pid, prop, key_id="retired")
+    lethe_err(bob.post(url, json=unknown_id), 403, "merge-authorization")
+    too_long = signed_request(world, pid, prop, ttl=timedelta(minutes=16))
+    lethe_err(bob.post(url, json=too_long), 400, "merge-authorization")
+    good = signed_request(world, pid, prop, key=KEY_OLD, key_id="old")  # rotation: old key
+    doc = json.loads(good["merge_authorization"])
+    for name in ref.ORDER:  # every single-field mutation of a valid envelope is refused
+        mutated = dict(doc["envelope"])
+        mutated[name] = mutated[name] + "0"
+        tampered = {**good, "merge_authorization": ref.wire(mutated, doc["signature"])}
+        status = bob.post(url, json=tampered).status_code
+        assert status in (400, 403), (name, status)
+    assert head_of(bob, p, "refs/shared/main") == good["expected_head"]
+    merged = ok(bob.post(url, json=good))
+    assert merged["ref"]["head_changeset_id"] == prop["head_changeset_id"]
+    lethe_err(bob.post(url, json=good), 409, "authorization_replay")
+
+
+def test_stale_expected_head_is_refused(world: dict[str, Any]) -> None:
+    bob, p = world["bob"], world["project"]
+    pid, prop = proposal_ready(world, "st1", "stale head check")
+    body = signed_request(world, pid, prop, nonce="77" * 16)
+    other, other_prop = proposal_ready(world, "st2", "moves the target first")
+    ok(bob.post(f"/api/memory/{p}/refs/merge",
+                json=ok(bob.post(f"/api/memory/proposals/{other}/authorize", json={}))))
+    assert other_prop["proposal_id"] == other
+    refused = lethe_err(bob.post(f"/api/memory/{p}/refs/merge", json=body), 409)
+    assert refused["error"] in ("cas_mismatch", "merge-shape")
+    # A stale CAS on a plain commit: 409 naming both heads.
+    alice = world["alice"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    stale = lethe_err(commit(alice, p, mine, "st3", "late", "0" * 8), 409, "cas_mismatch")
+    assert "expected head" in stale["message"] and "current head" in stale["message"]
+
+
+def test_idempotency_key_reused_for_another_request(world: dict[str, Any]) -> None:
+    alice, p = world["alice"], world["project"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    head = head_of(alice, p, mine)
+    ok(commit(alice, p, mine, "idem", "original", head), 201)
+    lethe_err(commit(alice, p, mine, "idem", "changed", head), 409, "idempotency_mismatch")
+
+
+def test_writing_to_another_members_ref(world: dict[str, Any]) -> None:
+    alice, bob, p = world["alice"], world["bob"], world["project"]
+    theirs = f"refs/agents/{world['mids']['alice']}/main"
+    lethe_err(commit(bob, p, theirs, "intrude", "not yours", head_of(bob, p, theirs)), 403,
+              "ref-not-owned")
+    lethe_err(bob.post(f"/api/memory/{p}/branches",
+                       json={"ref_name": f"refs/agents/{world['mids']['alice']}/evil"}), 403)
+    lethe_err(commit(alice, p, "refs/shared/main", "direct", "bypass review",
+                     head_of(alice, p, "refs/shared/main")), 403, "protected-ref")
+    lethe_err(bob.post(f"/api/memory/{p}/refs/advance", json={
+        "ref_name": theirs, "expected_head": head_of(bob, p, theirs),
+        "new_head": head_of(bob, p, "refs/shared/main")}), 403, "ref-not-owned")
+
+
+def test_closed_payload_keys_at_the_boundary(world: dict[str, Any]) -> None:
+    alice, p = world["alice"], world["project"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    resp = alice.post("/api/memory/changesets", json={
+        "project_id": p, "ref_name": mine, "expected_head": head_of(alice, p, mine),
+        "idempotency_key": "closed", "ops": [{"op_type": "add_memory",
+                                              "payload": {"content": "x", "rogue": True}}]})
+    body = lethe_err(resp, 400, "unknown-payload-key")
+    assert "rogue" in body["message"]
+
+
+def pal(w: dict[str, Any], who: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PAL_URL": w["server"].url, "PAL_CREDENTIAL": w["tokens"][who]}
+    return subprocess.run(pal_command("memory-git", *args), capture_output=True, text=True,
+                          env=env, timeout=60, check=False)
+
+
+def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
+    p = world["project"]
+    mine = f"refs/agents/{world['mids']['bob']}/main"
+    assert pal(world, "bob", "branch", p, mine).returncode == 0
+    made = pal(world, "bob", "--json", "commit", p, mine, "--add", "Bob's note\x1b[31m",
+               "--kind", "observation", "-m", "cli")
+    assert made.returncode == 0, made.stderr
+    prop = json.loads(pal(world, "bob", "--json", "propose", p, mine).stdout)
+    denied = pal(world, "bob", "review", prop["proposal_id"], "approve")
+    assert denied.returncode == 1 and denied.stdout == ""
+    assert denied.stderr.startswith("pal: ") and "self-review" in denied.stderr
+    assert denied.stderr.count("\n") == 1
+    assert pal(world, "alice", "review", prop["proposal_id"], "approve").returncode == 0
+    merged = pal(world, "alice", "--json", "merge", p, prop["proposal_id"])
+    assert merged.returncode == 0, merged.stderr
+    shown = pal(world, "alice", "context", p, "--query", "note")
+    assert shown.returncode == 0 and "Bob's note" in shown.stdout
+    assert "\x1b" not in shown.stdout  # author text never reaches the terminal as controls
+    as_json = json.loads(pal(world, "alice", "--json", "context", p, "--query", "note").stdout)
+    assert as_json["memories"][0]["content"] == "Bob's note\x1b[31m"
+
+
+def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    reviewed = ok(alice.post("/v1/memories", json={"name": "Policies"}))["id"]
+    ok(alice.post(f"/v1/memories/{reviewed}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    write = {"type": "fact", "title": "Refunds", "content": "Refunds within 30 days"}
+    not_yet = bob.post(f"/api/memory/{reviewed}/records", json=write,
+                       headers={"Idempotency-Key": "w0"})
+    lethe_err(not_yet, 409, "review-not-required")
+    lethe_err(bob.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}),
+              403, "memory_forbidden")
+    on = ok(alice.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}))
+    assert on["review_required"] is True and on["reviewed_types"] == ["agent"]
+    pending = ok(bob.post(f"/api/memory/{reviewed}/records", json=write,
+                          headers={"Idempotency-Key": "w1"}), 202)
+    assert pending["object"] == "memory.pending_review"
+    again = ok(bob.post(f"/api/memory/{reviewed}/records", json=write,
+                        headers={"Idempotency-Key": "w1"}), 202)
+    assert again == pending
+    # accepted memory is unchanged; the author sees its own pending ref on request
+    assert ok(alice.get(f"/api/memory/{reviewed}/context"))["memories"] == []
+    own = ok(bob.get(f"/api/memory/{reviewed}/context", params={"ref": pending["ref_name"]}))
+    assert [m["content"] for m in own["memories"]] == ["Refunds\nRefunds within 30 days"]
+    lethe_err(alice.get(f"/api/memory/{reviewed}/context", params={"ref": pending["ref_name"]}),
+              403, "ref-not-owned")
+    ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
+                  json={"verdict": "approve"}), 201)
+    req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))
+    ok(alice.post(f"/api/memory/{reviewed}/refs/merge", json=req))
+    accepted = ok(bob.get(f"/api/memory/{reviewed}/context"))["memories"]
+    assert [(m["memory_id"], m["kind"]) for m in accepted] == [(pending["memory_id"], "fact")]
+    changed = bob.post(f"/api/memory/{reviewed}/records", json={**write, "content": "90 days"},
+                       headers={"Idempotency-Key": "w1"})
+    lethe_err(changed, 409, "idempotency_mismatch")

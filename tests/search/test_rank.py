@@ -1,0 +1,61 @@
+"""The recall re-ranker over real FTS5 candidates."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from palimpsest.search import fts, rank
+
+TEXTS = {
+    "r1": "We adopted a puppy named Max last spring",
+    "r2": "Max Max Max Max Max",  # repeats one query word, says nothing about adoption
+    "r3": "The shelter where we adopted the puppy was in Boston",
+    "r4": "Nothing related at all",
+}
+
+
+def candidates(query: str) -> list[rank.Candidate]:
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        f"CREATE VIRTUAL TABLE t USING fts5(key UNINDEXED, body, tokenize='{fts.FTS5_TOKENIZE}')"
+    )
+    for key, text in TEXTS.items():
+        conn.execute("INSERT INTO t VALUES (?, ?)", (key, fts.document_text(text)))
+    expr = fts.match_expression(query)
+    assert expr is not None
+    rows = conn.execute(
+        "SELECT key, -bm25(t), body FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT ?",
+        (expr, rank.candidate_limit(8)),
+    ).fetchall()
+    conn.close()
+    return [rank.Candidate(k, TEXTS[k], s, analyzed=b) for k, s, b in rows]
+
+
+def test_rerank_prefers_records_covering_the_question() -> None:
+    ranked = rank.rerank("When did we adopt Max the puppy?", candidates("adopt Max puppy"), limit=8)
+    keys = [r.key for r in ranked]
+    assert keys[0] == "r1"
+    assert keys.index("r1") < keys.index("r2")
+    assert "r4" not in keys
+    assert all(r.why == ("query",) for r in ranked)
+
+
+def test_rerank_with_and_without_stored_analysis_agree() -> None:
+    cands = candidates("adopted puppy Boston")
+    plain = [rank.Candidate(c.key, c.text, c.lexical) for c in cands]
+    assert rank.rerank("adopted puppy Boston", cands, limit=3) == rank.rerank(
+        "adopted puppy Boston", plain, limit=3
+    )
+
+
+def test_rerank_limits_and_empty() -> None:
+    assert rank.rerank("x", [], limit=5) == []
+    assert rank.rerank("max", candidates("max"), limit=0) == []
+    assert len(rank.rerank("max puppy", candidates("max puppy"), limit=1)) == 1
+
+
+def test_text_signal_is_named_text() -> None:
+    ranked = rank.rerank(None, candidates("shelter"), limit=3, text="shelter")
+    assert [r.why for r in ranked] == [("text",)]
+    assert rank.candidate_limit(8) == rank.DEFAULT_CANDIDATES
+    assert rank.candidate_limit(50) == 200
