@@ -147,7 +147,6 @@ def _validate(
     quarantine_repo: pygit2.Repository,
     main_repo: pygit2.Repository,
     work: list[_Work],
-    remote: str,
     progress: Progress | None,
     *,
     max_events: int,
@@ -179,7 +178,7 @@ def _validate(
                 w.fail("structurally-invalid", reason)
                 continue
         w.status = "promotable"
-    _check_relationships(quarantine_repo, main_repo, base, candidates, remote)
+    _check_relationships(quarantine_repo, main_repo, base, candidates)
 
 
 def _accepted_stream(repo: pygit2.Repository, w: _Work) -> tuple[VerifiedMemory, ...] | None:
@@ -196,7 +195,6 @@ def _check_relationships(
     main_repo: pygit2.Repository,
     base: dict[str, tuple[VerifiedMemory, ...]],
     candidates: list[_Work],
-    remote: str,
 ) -> None:
     """Project accepted ∪ promotable streams; fail streams owning diagnostics or missing
     dependencies; repeat until nothing more fails, so failures propagate to dependants."""
@@ -348,7 +346,7 @@ def sync(
             _fetch_and_measure(quarantine, url, work, selection, progress,
                                full_history=recover_shallow)  # fmt: skip
             quarantine_repo = pygit2.Repository(str(quarantine.path))
-            _validate(quarantine_repo, main_repo, work, remote, progress,
+            _validate(quarantine_repo, main_repo, work, progress,
                       max_events=selection.budgets.max_events)  # fmt: skip
             if recover_shallow:
                 shallow_notes = _recover_shallow(git_dir, url, work)
@@ -362,7 +360,7 @@ def sync(
                     quarantine_repo = pygit2.Repository(str(quarantine.path))
                     _check_relationships(quarantine_repo, main_repo,
                                          _load_base(main_repo, {w.accepted_ref for w in work}),
-                                         [w for w in work if w.memories], remote)  # fmt: skip
+                                         [w for w in work if w.memories])  # fmt: skip
                 if saved_selection_bytes(git_dir, remote) != saved:
                     raise Conflict(
                         "the saved selection changed during recovery",
