@@ -358,16 +358,20 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
         return _scan_as_of(core, req, reach, terms, statuses)
     if terms:
         return _lexical(core, req, reach, terms, statuses)
+    # Filters alone: newest first, in chunks, until enough match or the scan cap is reached.
     ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
     partial = len(ns) > rc.SCAN_CAP
-    for row in sorted(core.store.current_rows(ns[:rc.SCAN_CAP]), key=lambda r: -r["n"]):
-        rec = core.version(row)
-        if req.types is not None and rec.body.type not in req.types:
-            continue
-        if req.filters is not None and rc.matches(req.filters, rec):
-            out.append((rec, None, False))
-            if len(out) == wanted:
-                return out, False
+    ns = ns[:rc.SCAN_CAP]
+    for start in range(0, len(ns), 200):
+        rows = core.store.current_rows(ns[start:start + 200])
+        for row in sorted(rows, key=lambda r: -r["n"]):
+            rec = core.version(row)
+            if req.types is not None and rec.body.type not in req.types:
+                continue
+            if req.filters is not None and rc.matches(req.filters, rec):
+                out.append((rec, None, False))
+                if len(out) == wanted:
+                    return out, False
     return out, partial
 
 

@@ -217,6 +217,11 @@ class SqliteStore:
                 self._in_tx = False
                 self._db.execute("COMMIT")
 
+    def connection(self) -> sqlite3.Connection:
+        """The connection, for sibling SQL modules of this package (storage/gitstore.py) that
+        must write in the same transactions (use :meth:`write` / :meth:`read` around it)."""
+        return self._db
+
     def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return self._db.execute(sql, args).fetchall()
 
@@ -626,13 +631,14 @@ class SqliteStore:
             where += f" AND r.type IN ({','.join('?' * len(types))})"
             args.extend(types)
         base = f"FROM record_fts f CROSS JOIN records r ON r.n = f.rowid WHERE {where}"
+        # Only row numbers and scores go through the sort; texts are read for the winners.
         if bound is None:
-            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s, f.text AS text {base} "
+            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s {base} "
                            f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
-            return [(int(r["n"]), -float(r["s"]), r["text"]) for r in rows]
-        rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, bm25(record_fts, 1.0) AS s "  # noqa: S608
-                       f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
-                       (*args, bound, limit))
+        else:
+            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, bm25(record_fts, 1.0) AS s "  # noqa: S608
+                           f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
+                           (*args, bound, limit))
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
