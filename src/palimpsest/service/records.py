@@ -76,13 +76,16 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
         rb = _fill_reference_memories(core, wire.merge_draft(None, draft, parts))
         rid = mint("hrec")
         digest = core.seal(rb)
+        who = writer or caller.writer
+        at = core.now_iso()
         payload = {"record_id": rid, "body_digest": digest,
-                   **history.writer_payload(core.now_iso(), writer or caller.writer,
-                                            on_behalf_of=on_behalf_of,
+                   **history.writer_payload(at, who, on_behalf_of=on_behalf_of,
                                             consolidation_id=consolidation_id)}
-        core.commit(memory_id, writer or caller.writer, k, [Op("add_record", None, payload)],
-                    "remember")
-        return _current_wire(core, core.view(caller), rid)
+        cs = core.commit(memory_id, who, k, [Op("add_record", None, payload)], "remember")
+        # The version just projected, rendered without reading it back.
+        rec = RecordVersion(rid, memory_id, 1, "active", None, rb, at, None, who, cs.id,
+                            on_behalf_of, consolidation_id)
+        return core.render(core.view(caller), rec)
 
     return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
 

@@ -496,7 +496,8 @@ class SqliteStore:
                     (version, written_at, body_digest, int(standing), n))
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
         self._x("INSERT INTO record_fts(rowid, text) VALUES (?,?)", (n, fts_text))
-        self._x("DELETE FROM edges WHERE src=?", (record_id,))
+        if existing is not None:
+            self._x("DELETE FROM edges WHERE src=?", (record_id,))
         for dst, rel in edges:
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
 
