@@ -12,14 +12,15 @@ from palimpsest.service import MemoryService
 
 WORDS = st.sampled_from(["acme", "renewal", "march", "email", "bob", "invoice", "late"])
 OPS = st.lists(st.one_of(
-    st.tuples(st.just("remember"), st.lists(WORDS, min_size=1, max_size=4)),
+    st.tuples(st.just("remember"), st.lists(WORDS, min_size=1, max_size=4),
+              st.sampled_from(["fact", "episode"])),
     st.tuples(st.just("revise"), st.integers(0, 9), st.lists(WORDS, min_size=1, max_size=4)),
     st.tuples(st.just("forget"), st.integers(0, 9)),
     st.tuples(st.just("erase"), st.integers(0, 9)),
 ), min_size=1, max_size=14)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(OPS)
 def test_rebuild_equals_incremental_projection(ops: list[tuple[object, ...]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -33,7 +34,8 @@ def test_rebuild_equals_incremental_projection(ops: list[tuple[object, ...]]) ->
             live: set[str] = set()
             for op in ops:
                 if op[0] == "remember":
-                    rid = svc.remember(me, mid, {"content": " ".join(op[1])})["id"]  # type: ignore[arg-type]
+                    rid = svc.remember(me, mid, {"content": " ".join(op[1]),  # type: ignore[arg-type]
+                                                 "type": op[2]})["id"]
                     ids.append(rid)
                     live.add(rid)
                     continue
