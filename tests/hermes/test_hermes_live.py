@@ -15,9 +15,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 import yaml
 
+from mcp import Client, StdioServerParameters
 from tests.conftest import REPO_ROOT
 from tests.mcp.live import pal_serve
 from tests.mcp.world import HOSTILE, PAL, World, build_world
@@ -79,6 +81,18 @@ def _pal(*args: str) -> dict[str, Any]:
     return value
 
 
+def _mcp_tools(server: dict[str, Any]) -> list[str]:
+    """Start the MCP server exactly as Hermes' config registers it and list its tools."""
+    params = StdioServerParameters(command=server["command"], args=server["args"],
+                                   env={"HOME": os.environ["HOME"], "PATH": os.environ["PATH"]})
+
+    async def run() -> list[str]:
+        async with Client(params) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    return anyio.run(run)
+
+
 def _remember(world: World, text: str) -> str:
     with world.service() as svc:
         owner = svc.authenticate(world.owner_secret)
@@ -109,7 +123,10 @@ def test_hermes_0_19_0_runs_our_provider_against_pal_serve(tmp_path: Path) -> No
         assert "restart" in installed["restart"].lower()
         config = yaml.safe_load((home / "config.yaml").read_text())
         assert config["memory"]["provider"] == "palimpsest"
-        assert config["mcp_servers"]["palimpsest"]["args"][0] == "mcp"
+        assert _mcp_tools(config["mcp_servers"]["palimpsest"]) == [
+            "memory_list", "memory_recall", "memory_graph", "memory_get", "memory_run_query",
+            "memory_status", "memory_ref_list", "memory_log", "memory_show", "memory_diff",
+            "memory_context_at"]  # the registered server runs, as the read-only agent
 
         first = _drive(
             python,

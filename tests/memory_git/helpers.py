@@ -1,4 +1,5 @@
-"""Test wiring for Memory Git: a grant table, a settable clock, a service over real SQLite."""
+"""Test wiring for Memory Git: a grant table, a settable clock, and the service's real SQLite
+store (records are not projected here: tests/memory_git/test_http_flow.py covers that)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitservice import GitService
 from palimpsest.service.mergeauth import KeyRing
 from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.storage.sqlite import SqliteStore
 
 KEY = b"k" * 32
 START_NS = 1_790_000_000 * 1_000_000_000
@@ -45,7 +47,7 @@ class Clock:
 def make_flow(tmp: Path, ring: KeyRing | None = None) -> tuple[ReviewFlow, GrantTable, Clock]:
     access = GrantTable()
     clock = Clock()
-    git = GitService(GitStore(tmp / "memory-git.sqlite3"), access, clock)
+    git = GitService(GitStore(SqliteStore(tmp / "data")), access, clock)
     return ReviewFlow(git, ring or KeyRing({"k1": KEY})), access, clock
 
 

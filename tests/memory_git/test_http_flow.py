@@ -325,3 +325,48 @@ def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) 
     changed = bob.post(f"/api/memory/{reviewed}/records", json={**write, "content": "90 days"},
                        headers={"Idempotency-Key": "w1"})
     lethe_err(changed, 409, "idempotency_mismatch")
+
+
+def test_one_history_uhp_writes_and_reviewed_merges(world: dict[str, Any]) -> None:
+    """UHP writes and Memory Git share one history: a merge changes what UHP reads return,
+    and a Memory Git correction can target a record written through the UHP routes."""
+    alice, bob = world["alice"], world["bob"]
+    mem = ok(alice.post("/v1/memories", json={"name": "Shared history"}))["id"]
+    ok(alice.post(f"/v1/memories/{mem}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    uhp = ok(alice.post(f"/v1/memories/{mem}/records",
+                        json={"type": "fact", "content": "The office opens at 9"}))
+    shared = ok(bob.get(f"/api/memory/{mem}/refs/shared/main"))
+    log = ok(bob.get(f"/api/memory/{mem}/changesets"))["changesets"]
+    assert log[0]["changeset_id"] == shared["head_changeset_id"]
+    assert log[0]["ops"][0]["op_type"] == "add_record"
+    mine = f"refs/agents/{world['mids']['bob']}/main"
+    ok(bob.post(f"/api/memory/{mem}/branches",
+                json={"ref_name": mine, "head_changeset_id": shared["head_changeset_id"]}), 201)
+    fix = ok(bob.post("/api/memory/changesets", json={
+        "project_id": mem, "ref_name": mine, "expected_head": shared["head_changeset_id"],
+        "idempotency_key": "fix", "message": "correct opening time",
+        "ops": [{"op_type": "correct_memory", "target_event_id": uhp["id"],
+                 "payload": {"content": "The office opens at 8", "kind": "fact"}},
+                {"op_type": "add_memory", "payload": {"content": "Closed on Sundays"}}]}), 201)
+    listed = {r["id"] for r in ok(alice.get(f"/v1/memories/{mem}/records"))["data"]}
+    assert listed == {uhp["id"]}  # nothing unreviewed reaches accepted memory
+    prop = ok(bob.post(f"/api/memory/{mem}/proposals",
+                       json={"source_ref": mine, "idempotency_key": "fixp"}), 201)
+    ok(alice.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                  json={"verdict": "approve"}), 201)
+    ok(alice.post(f"/api/memory/{mem}/refs/merge",
+                  json=ok(alice.post(f"/api/memory/proposals/{prop['proposal_id']}/authorize",
+                                     json={}))))
+    corrected, added = (op["resulting_event_id"] for op in fix["ops"])
+    records = ok(alice.get(f"/v1/memories/{mem}/records"))["data"]
+    texts = {r["id"]: r["content"][0]["text"] for r in records}
+    assert texts == {corrected: "The office opens at 8", added: "Closed on Sundays"}
+    old = ok(alice.get(f"/v1/memories/{mem}/records/{uhp['id']}"))
+    assert old["status"] == "forgotten"  # its trace stays
+    found = ok(alice.post(f"/v1/memories/{mem}/recall", json={"text": "Sundays"}))
+    assert [r["record"]["id"] for r in found["results"]] == [added]
+    # a UHP write after the merge extends the same shared history
+    ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Parking in the back"}))
+    head = ok(bob.get(f"/api/memory/{mem}/refs/shared/main"))["head_changeset_id"]
+    assert ok(bob.get(f"/api/memory/changesets/{head}"))["parent_ids"] == [fix["changeset_id"]]

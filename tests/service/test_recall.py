@@ -154,3 +154,20 @@ def test_as_of_recall(svc: MemoryService, owner: Caller, tree: dict[str, str]) -
     assert svc.recall(owner, tree["acme"], {"text": "march"})["results"] == []
     past = svc.recall(owner, tree["acme"], {"text": "march", "as_of": before})
     assert [r["record"]["version"] for r in past["results"]] == [1]
+
+
+def test_episode_context_finds_the_reply(svc: MemoryService, owner: Caller) -> None:
+    chat = svc.create_memory(owner, {"name": "chat"})["id"]
+    svc.observe(owner, chat, {"episodes": [
+        {"content": "What counseling career is Caroline pursuing?"},
+        {"content": "She wants to work with trans youth."},
+        {"content": "Unrelated small talk about weather."}]})
+    out = svc.recall(owner, chat, {"text": "counseling career", "limit": 5})
+    texts = [r["record"]["content"][0]["text"] for r in out["results"]]
+    assert texts[0].startswith("What counseling")
+    assert "She wants to work with trans youth." in texts  # found through its context
+    assert all("weather" not in t for t in texts)
+    question = out["results"][0]["record"]["id"]
+    svc.erase(owner, chat, {"record_ids": [question]})
+    after = svc.recall(owner, chat, {"text": "counseling career", "limit": 5})
+    assert after["results"] == []  # the erased words no longer reach the reply either

@@ -17,7 +17,6 @@ principal (``member:<id>``), and encodes the result. Nothing here decides a rule
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -30,7 +29,7 @@ from palimpsest.api.runtime import json_response
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import ServiceAccess, open_flow
+from palimpsest.service.gitsetup import open_flow
 
 router = APIRouter(prefix="/api/memory", tags=["memory-git"])
 MAX_BODY = 1 << 20
@@ -45,10 +44,7 @@ _OBJECT_BODY: dict[str, Any] = {
 def install(app: FastAPI, svc: Any, *, flow: ReviewFlow | None = None) -> None:
     """Mount the routes on ``app`` and open Memory Git beside ``svc``'s data directory."""
     if flow is None:
-        data_dir = getattr(svc, "data_dir", None)
-        if data_dir is None:
-            raise RuntimeError("the memory service exposes no data_dir for Memory Git")
-        flow = open_flow(Path(data_dir), ServiceAccess(svc))
+        flow = open_flow(svc)
     app.state.memory_git = flow
     app.include_router(router)
 

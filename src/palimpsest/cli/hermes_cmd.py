@@ -20,7 +20,6 @@ from typing import Any
 import click
 
 from palimpsest import canonical
-from palimpsest.cli.serve_cmd import default_data_dir
 from palimpsest.errors import InvalidInput, NotFound, PalError
 from palimpsest.hermes import install as installer
 from palimpsest.hermes.settings import ConfigError, parse_url
@@ -58,6 +57,16 @@ def _emit(report: installer.Report, as_json: bool, lines: list[str]) -> None:
         click.echo(safe_text(line))
 
 
+def _data_dir(explicit: Path | None) -> Path:
+    """The service data directory; the default is resolved by ``pal serve``'s rule, imported
+    only when needed (that module loads the whole HTTP app)."""
+    if explicit is not None:
+        return explicit.expanduser()
+    from palimpsest.cli.serve_cmd import default_data_dir  # noqa: PLC0415
+
+    return default_data_dir().expanduser()
+
+
 @click.group("hermes")
 def command() -> None:
     """Connect the Hermes agent to Palimpsest memory."""
@@ -81,7 +90,7 @@ def install_cmd(*, memory_id: str, grants: tuple[str, ...], server_url: str, nam
                 as_json: bool) -> None:
     """Create a dedicated agent member and install the provider into Hermes."""
     home = (hermes_home or default_hermes_home()).expanduser()
-    directory = (data_dir or default_data_dir()).expanduser()
+    directory = _data_dir(data_dir)
     try:
         url = parse_url(server_url)
     except ConfigError as exc:
@@ -124,7 +133,7 @@ def uninstall_cmd(hermes_home: Path | None, data_dir: Path | None, keep_credenti
     home = (hermes_home or default_hermes_home()).expanduser()
     report = installer.uninstall(home)
     if report.credential_id and not keep_credential:
-        directory = (data_dir or default_data_dir()).expanduser()
+        directory = _data_dir(data_dir)
         # NotFound: already revoked by an operator
         with MemoryService(directory) as svc, contextlib.suppress(NotFound):
             svc.revoke_credential(report.credential_id)

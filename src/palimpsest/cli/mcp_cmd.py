@@ -14,9 +14,8 @@ from pathlib import Path
 import anyio
 import click
 
-from palimpsest.cli.serve_cmd import default_data_dir
 from palimpsest.errors import InvalidInput
-from palimpsest.service.gitsetup import ServiceAccess, open_flow
+from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.memories import MemoryService
 
 MAX_SECRET_BYTES = 4096
@@ -46,6 +45,16 @@ def read_secret(path: Path | None) -> str:
     return secret
 
 
+def _data_dir(explicit: Path | None) -> Path:
+    """The service data directory; the default is resolved by ``pal serve``'s rule, imported
+    only when needed (that module loads the whole HTTP app)."""
+    if explicit is not None:
+        return explicit.expanduser()
+    from palimpsest.cli.serve_cmd import default_data_dir  # noqa: PLC0415
+
+    return default_data_dir().expanduser()
+
+
 @click.command("mcp")
 @click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Service data directory (default: $PAL_DATA_DIR or the standard place).")
@@ -59,11 +68,11 @@ def command(data_dir: Path | None, credential_file: Path | None, default_memory:
             as_json: bool) -> None:
     """Serve the memory tools to an MCP client over stdio, as one authenticated agent."""
     secret = read_secret(credential_file)
-    directory = (data_dir or default_data_dir()).expanduser()
+    directory = _data_dir(data_dir)
     with MemoryService(directory) as svc:
         caller = svc.authenticate(secret)
         # the SDK is imported only once the credential is accepted: refusals stay fast
         from palimpsest.mcp.server import serve_stdio  # noqa: PLC0415
 
-        flow = open_flow(directory, ServiceAccess(svc))
+        flow = open_flow(svc)
         anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory, flow=flow))

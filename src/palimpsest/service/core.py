@@ -19,7 +19,7 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.errors import NotFound
 from palimpsest.search.fts import document_text
-from palimpsest.service import history, wire
+from palimpsest.service import gitops, gitrecords, history, wire
 from palimpsest.service.access import Tree, View
 from palimpsest.service.model import (
     SHARED_MAIN,
@@ -190,6 +190,9 @@ class Core:
 
     def apply(self, cs: Changeset, op: Op) -> None:
         """Project one op of an accepted changeset (records, versions, edges, index)."""
+        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same steps
+            gitrecords.apply(self, cs, op)
+            return
         row = self.store.record_head(op.target or op.payload.get("record_id", ""))
         head = None if row is None else history.Head(row["id"], row["memory_id"],
                                                      row["version"], row["status"],

@@ -347,10 +347,15 @@ class ReviewFlow:
                    "reviewer_principal": request.reviewer_principal,
                    "merger_principal": principal, "strategy": envelope.strategy,
                    "authorization_nonce": envelope.nonce, "created_at": now}
-        self.git.store.advance_protected(
-            project=project, ref_name=request.ref_name, expected=request.expected_head,
-            new=request.new_head, nonce=envelope.nonce, advance=advance,
-            proposal=after.to_wire(), now=now)
+        # ONE transaction: nonce, CAS of the protected ref, ledger, proposal state, and the
+        # projection of the merged changesets into records and the search index.
+        with self.git.store.transaction():
+            self.git.store.advance_protected(
+                project=project, ref_name=request.ref_name, expected=request.expected_head,
+                new=request.new_head, nonce=envelope.nonce, advance=advance,
+                proposal=after.to_wire(), now=now)
+            if request.ref_name == "refs/shared/main":
+                self.git.accept(project, request.expected_head, request.new_head)
         return {"ref": self.git.ref_or_404(project, request.ref_name), "advance": advance,
                 "proposal": after.to_wire()}
 

@@ -138,7 +138,12 @@ class ChangesetRequest:
 
 @dataclass(frozen=True, slots=True)
 class GitChangeset:
-    """An immutable changeset (``models.MemoryChangeset``)."""
+    """A changeset as Memory Git reads it: a view of the service's one changeset model.
+
+    Stored changesets are :class:`palimpsest.service.model.Changeset` documents whose id is
+    their integrity digest (:mod:`palimpsest.service.history`); this view only adds op
+    ordinals and the Memory Git field names. :mod:`gitservice` converts both ways.
+    """
 
     changeset_id: str
     project_id: str
@@ -152,52 +157,19 @@ class GitChangeset:
     provenance: Mapping[str, str] = field(default_factory=dict)
     evidence: tuple[Mapping[str, Any], ...] = ()
     verification: tuple[Mapping[str, Any], ...] = ()
-    integrity_digest: str = ""
 
-    def digest_map(self) -> dict[str, Any]:
-        """The integrity map (§6): a Go map, so keys are sorted; ids and times excluded."""
-        doc: dict[str, Any] = {
-            "schema_version": SCHEMA_VERSION, "project_id": self.project_id,
-            "ref_name": self.ref_name, "parent_ids": list(self.parent_ids),
-            "author_principal": self.author_principal, "message": self.message,
-            "idempotency_key": self.idempotency_key,
-            "ops": [op.to_wire() for op in self.ops],
-            "evidence": [_sorted(e) for e in self.evidence],
-            "verification": [_sorted(v) for v in self.verification],
-        }
-        for name in _PROVENANCE_FIELDS:
-            doc[name] = self.provenance.get(name, "")
-        sorted_doc: dict[str, Any] = _sorted(doc)
-        return sorted_doc
+    @property
+    def integrity_digest(self) -> str:
+        """The id is the integrity digest (verified on every read)."""
+        return self.changeset_id
 
-    def compute_digest(self) -> str:
-        """SHA-256 hex of the integrity map."""
-        return hashlib.sha256(canonical.encode(self.digest_map())).hexdigest()
-
-    def sealed(self) -> GitChangeset:
-        """This changeset with its integrity digest filled in."""
-        return replace(self, integrity_digest=self.compute_digest())
-
-    def to_wire(self) -> dict[str, Any]:
-        """The changeset as the API returns it (§3); ``request_digest`` is never serialised."""
-        out: dict[str, Any] = {
-            "changeset_id": self.changeset_id, "schema_version": SCHEMA_VERSION,
-            "project_id": self.project_id, "ref_name": self.ref_name,
-            "parent_ids": list(self.parent_ids), "author_principal": self.author_principal,
-        }
-        for name in _PROVENANCE_FIELDS:
-            if self.provenance.get(name):
-                out[name] = self.provenance[name]
-        out.update({
-            "message": self.message, "created_at": self.created_at,
-            "idempotency_key": self.idempotency_key,
-            "ops": [op.to_wire() for op in self.ops],
-        })
+    def extra(self) -> dict[str, Any]:
+        """Optional fields as the stored document carries them (only when set)."""
+        out: dict[str, Any] = {k: v for k, v in self.provenance.items() if v}
         if self.evidence:
             out["evidence"] = [dict(e) for e in self.evidence]
         if self.verification:
             out["verification"] = [dict(v) for v in self.verification]
-        out["integrity_digest"] = self.integrity_digest
         return out
 
 
@@ -310,6 +282,23 @@ def parse_ops(raw: Any) -> tuple[GitOp, ...]:
     return tuple(ops)
 
 
+def check_stored_op(op_type: str, target: str | None, result: str | None,
+                    payload: Mapping[str, Any]) -> None:
+    """The second validation, over the exact op about to become immutable: the payload must
+    already be in the normal form :func:`parse_ops` produces, ids within their caps.
+
+    Raises:
+        InvalidInput: anything :func:`parse_ops` would refuse or would have rewritten.
+    """
+    if op_type not in OP_TYPES:
+        raise _bad(f"unknown op_type {op_type!r}")
+    _string(target, "target_event_id")
+    _string(result, "resulting_event_id")
+    normal = _normalise_payload(op_type, dict(payload), "op") if payload else None
+    if (normal or {}) != dict(payload):
+        raise _bad(f"{op_type} payload is not in normal form", code="invalid-op")
+
+
 def _attachments(raw: Any, name: str) -> tuple[Mapping[str, Any], ...]:
     if raw is None:
         return ()
@@ -379,12 +368,14 @@ def parse_request(body: Any, *, author_principal: str) -> ChangesetRequest:
     )
 
 
-def assign_ids(changeset_id: str, ops: tuple[GitOp, ...]) -> tuple[GitOp, ...]:
+def assign_ids(project: str, author: str, key: str,
+               ops: tuple[GitOp, ...]) -> tuple[GitOp, ...]:
     """Fill ``resulting_event_id`` of creating ops from the payload ids or a stable derived id.
 
     ``add_memory``/``supersede_memory`` may name the new memory in ``memory_id``, ``event_id``
     or ``resulting_event_id``; they must agree (§4). Otherwise the id is derived from the
-    changeset id and ordinal, so replay is deterministic from the stored changeset alone.
+    project, author, idempotency key and ordinal — unique because that key is unique per
+    (project, author) — so stored ops are self-contained and replay is deterministic.
 
     Raises:
         InvalidInput: the named ids disagree.
@@ -399,19 +390,20 @@ def assign_ids(changeset_id: str, ops: tuple[GitOp, ...]) -> tuple[GitOp, ...]:
             if len(named) > 1:
                 raise _bad(f"ops[{op.ordinal}]: resulting_event_id, payload.memory_id and "
                            "payload.event_id disagree")
-            result = named.pop() if named else derived_id(changeset_id, op.ordinal)
+            result = named.pop() if named else derived_id(project, author, key, op.ordinal)
             op = replace(op, resulting_event_id=result)
         out.append(op)
     return tuple(out)
 
 
-def derived_id(changeset_id: str, ordinal: int) -> str:
-    """A memory id derived from its changeset and ordinal (stable under replay)."""
-    return "mem_" + hashlib.sha256(f"{changeset_id}:{ordinal}".encode()).hexdigest()[:24]
+def derived_id(project: str, author: str, key: str, ordinal: int) -> str:
+    """A memory id derived from where its op was written (stable under replay)."""
+    seed = canonical.encode([project, author, key, ordinal])
+    return "mem_" + hashlib.sha256(seed).hexdigest()[:24]
 
 
 __all__ = [
     "ALLOWED_KEYS", "KINDS", "LOW_TRUST", "MAX_BODY", "OP_TYPES", "SCHEMA_VERSION",
-    "VISIBILITIES", "ChangesetRequest", "GitChangeset", "GitOp", "assign_ids", "derived_id",
-    "parse_ops", "parse_request",
+    "VISIBILITIES", "ChangesetRequest", "GitChangeset", "GitOp", "assign_ids",
+    "check_stored_op", "derived_id", "parse_ops", "parse_request",
 ]

@@ -147,7 +147,9 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
         raise _reject(op, "targets another project")
     state.seq += 1
     kind = op.op_type
-    if kind == "add_memory":
+    if kind in _UHP_OPS:
+        _apply_uhp(state, cs, op, payload)
+    elif kind == "add_memory":
         new = _memory_from(op, cs, state.seq, None, None)
         if new.memory_id in state.memories:
             raise _reject(op, f"memory {new.memory_id!r} already exists")
@@ -206,6 +208,29 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
             {"reviewer", "proposal_id", "source_changeset_id", "rejected_from",
              "cherrypicked_from", "left_branch", "right_branch"} & set(payload)):
             raise _reject(op, "an attestation without a target needs summary and provenance")
+
+
+# Ops of UHP record writes share the history. Their bodies live outside the changeset (so that
+# erase can remove them), so the projection tracks only their ids and status: Memory Git ops may
+# target them; they are read through the UHP routes, not listed by ``context``.
+_UHP_OPS = frozenset({"add_record", "revise_record", "forget_record", "erase_record"})
+
+
+def _apply_uhp(state: Projection, cs: GitChangeset, op: GitOp, payload: dict[str, Any]) -> None:
+    if op.op_type == "add_record":
+        rid = str(payload.get("record_id", ""))
+        state.memories[rid] = MemoryState(rid, {}, "active", cs.author_principal,
+                                          cs.changeset_id, cs.changeset_id, state.seq,
+                                          payload={"external": "uhp_record"})
+        return
+    target = state.memories.get(op.target_event_id or "")
+    if target is None:
+        return  # history the projection never saw (erased); nothing to overlay
+    target.last_changeset_id, target.changed_seq = cs.changeset_id, state.seq
+    if op.op_type in ("forget_record", "erase_record"):
+        target.status = "forgotten"
+    else:
+        target.status = "active"
 
 
 def apply_changeset(state: Projection, cs: GitChangeset) -> None:
@@ -276,7 +301,8 @@ def context(state: Projection, *, ref_name: str, head: str | None, query: str = 
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit must be between 1 and {MAX_LIMIT}", code="invalid-limit")
     wanted = set(lexical_tokens(query)) if query else set()
-    active = [m for m in state.memories.values() if m.status == "active"]
+    active = [m for m in state.memories.values()
+              if m.status == "active" and "external" not in m.payload]
 
     def overlap(m: MemoryState) -> int:
         return len(wanted & set(lexical_tokens(str(m.fields.get("content", ""))))) if wanted else 0

@@ -27,15 +27,23 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service import gitproject
-from palimpsest.service.gitops import ChangesetRequest, GitChangeset, assign_ids, parse_request
+from palimpsest.service import gitproject, history
+from palimpsest.service.gitops import (
+    ChangesetRequest,
+    GitChangeset,
+    GitOp,
+    assign_ids,
+    parse_request,
+)
 from palimpsest.service.gitproject import Projection
+from palimpsest.service.model import Changeset, Op
 from palimpsest.service.storage.gitstore import GitStore
 
 SHARED_MAIN = "refs/shared/main"
 _COMPONENT = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 _REF = re.compile(rf"refs/(shared|agents|sessions|topics|repos)(/{_COMPONENT})+")
 Clock = Callable[[], int]  # epoch nanoseconds
+Projector = Callable[[Changeset], None]  # applies an accepted changeset to records + index
 
 
 class Access(Protocol):
@@ -53,6 +61,40 @@ def new_id(now_ns: int) -> str:
     value |= 0b10 << 62 | rand & ((1 << 62) - 1)
     text = f"{value:032x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
+
+def to_core(cs: GitChangeset) -> Changeset:
+    """The service model of a Memory Git changeset (the id is left as is)."""
+    ops = tuple(Op(op.op_type, op.target_event_id, dict(op.payload or {}), op.resulting_event_id)
+                for op in cs.ops)
+    return Changeset(cs.changeset_id, cs.project_id, cs.ref_name, cs.parent_ids,
+                     cs.author_principal, cs.message, cs.created_at, cs.idempotency_key, ops,
+                     cs.extra())
+
+
+def from_core(cs: Changeset) -> GitChangeset:
+    """The Memory Git view of a stored changeset (any op type, UHP ones included)."""
+    ops = tuple(GitOp(i, op.op_type, op.target, op.result, dict(op.payload))
+                for i, op in enumerate(cs.ops))
+    extra = dict(cs.extra)
+    return GitChangeset(
+        changeset_id=cs.id, project_id=cs.memory_id, ref_name=cs.ref_name,
+        parent_ids=cs.parent_ids, author_principal=cs.author, message=cs.message,
+        created_at=cs.created_at, idempotency_key=cs.idempotency_key, ops=ops,
+        provenance={k: v for k, v in extra.items() if isinstance(v, str)},
+        evidence=tuple(extra.get("evidence", ())),
+        verification=tuple(extra.get("verification", ())))
+
+
+def seal(cs: GitChangeset) -> GitChangeset:
+    """Validate every op again and give the changeset its id: its integrity digest."""
+    core = to_core(cs)
+    for op in core.ops:
+        history.validate_op(op)
+    cid = history.digest(history.content_of(core.memory_id, core.ref_name, core.parent_ids,
+                                            core.author, core.message, core.idempotency_key,
+                                            core.ops, core.extra))
+    return replace(cs, changeset_id=cid)
 
 
 def iso(now_ns: int) -> str:
@@ -96,11 +138,17 @@ def may_create(principal: str, name: str) -> bool:
 class GitService:
     """Memory Git over a :class:`GitStore`, an access check and a clock."""
 
-    def __init__(self, store: GitStore, access: Access, clock: Clock | None = None) -> None:
-        """Wire the service; ``clock`` returns epoch nanoseconds (tests pass a fake one)."""
+    def __init__(self, store: GitStore, access: Access, clock: Clock | None = None,
+                 projector: Projector | None = None) -> None:
+        """Wire the service; ``clock`` returns epoch nanoseconds (tests pass a fake one).
+
+        ``projector`` applies a changeset that became accepted (reachable from
+        ``refs/shared/main``) to the records and the search index, inside the same transaction.
+        """
         self.store = store
         self.access = access
         self.clock: Clock = clock or time.time_ns
+        self.projector = projector
 
     # --- helpers --------------------------------------------------------------------------
     def now(self) -> str:
@@ -108,8 +156,22 @@ class GitService:
         return iso(self.clock())
 
     def load(self, changeset_id: str) -> GitChangeset:
-        """A verified changeset (integrity digest recomputed on read)."""
-        return self.store.changeset(changeset_id)
+        """A verified changeset (integrity digest recomputed on read).
+
+        Raises:
+            NotFound: no such changeset. Unavailable: the stored document fails its digest.
+        """
+        doc = self.store.changeset_doc(changeset_id)
+        if doc is None:
+            raise NotFound(f"no changeset {changeset_id[:80]!r}", code="changeset-not-found")
+        return from_core(history.verify(history.from_wire(doc)))
+
+    def accept(self, project: str, old_head: str | None, new_head: str) -> None:
+        """Project what ``refs/shared/main`` gained (call inside the advancing transaction)."""
+        if self.projector is None or not new_head:
+            return
+        for cs in self.only_in(new_head, old_head):
+            self.projector(to_core(cs))
 
     def ref_or_404(self, project: str, name: str) -> dict[str, Any]:
         """The ref, or NotFound."""
@@ -171,17 +233,17 @@ class GitService:
         existing = self.store.ref(project, SHARED_MAIN)
         if existing is not None:
             head = existing["head_changeset_id"]
-            return {"changeset": self.load(head).to_wire() if head else None, "ref": existing}
+            return {"changeset": to_core(self.load(head)).to_wire() if head else None,
+                    "ref": existing}
         now_ns = self.clock()
-        root = GitChangeset(changeset_id=new_id(now_ns), project_id=project,
-                            ref_name=SHARED_MAIN, parent_ids=(), author_principal="system",
-                            message="root", created_at=iso(now_ns),
-                            idempotency_key="legacy-root", ops=()).sealed()
+        root = seal(GitChangeset(changeset_id="", project_id=project, ref_name=SHARED_MAIN,
+                                 parent_ids=(), author_principal="system", message="root",
+                                 created_at=iso(now_ns), idempotency_key="legacy-root", ops=()))
         with contextlib.suppress(Conflict):  # a concurrent init won; read what it made
-            self.store.commit(root, request_digest=None, advance=True, expected_head=None,
-                              create_ref=(True, "system"), now=iso(now_ns))
+            self.store.commit(to_core(root).to_wire(), request_digest=None, advance=True,
+                              expected_head=None, create_ref=(True, "system"), now=iso(now_ns))
         ref = self.ref_or_404(project, SHARED_MAIN)
-        return {"changeset": self.load(ref["head_changeset_id"]).to_wire(), "ref": ref}
+        return {"changeset": to_core(self.load(ref["head_changeset_id"])).to_wire(), "ref": ref}
 
     def list_refs(self, principal: str, project: str) -> list[dict[str, Any]]:
         """Every ref of the project."""
@@ -243,8 +305,8 @@ class GitService:
             if prior[1] != digest:
                 raise Conflict("this idempotency key was used for a different request",
                                code="idempotency_mismatch", hint="use a new idempotency key")
-            return self.load(prior[0]).to_wire(), False
-        return self._commit(principal, req, digest).to_wire(), True
+            return to_core(self.load(prior[0])).to_wire(), False
+        return to_core(self._commit(principal, req, digest)).to_wire(), True
 
     def _commit(self, principal: str, req: ChangesetRequest, digest: str) -> GitChangeset:
         ref = self.store.ref(req.project_id, req.ref_name)
@@ -279,15 +341,17 @@ class GitService:
         for parent in parents:
             self.in_project(req.project_id, parent)
         now_ns = self.clock()
-        cid = new_id(now_ns)
-        cs = GitChangeset(changeset_id=cid, project_id=req.project_id, ref_name=req.ref_name,
-                          parent_ids=parents, author_principal=principal, message=req.message,
-                          created_at=iso(now_ns), idempotency_key=req.idempotency_key,
-                          ops=assign_ids(cid, req.ops), provenance=req.provenance,
-                          evidence=req.evidence, verification=req.verification).sealed()
+        ops = assign_ids(req.project_id, principal, req.idempotency_key, req.ops)
+        cs = seal(GitChangeset(changeset_id="", project_id=req.project_id,
+                               ref_name=req.ref_name, parent_ids=parents,
+                               author_principal=principal, message=req.message,
+                               created_at=iso(now_ns), idempotency_key=req.idempotency_key,
+                               ops=ops, provenance=req.provenance, evidence=req.evidence,
+                               verification=req.verification))
         # Second validation, over the exact values about to become immutable.
         gitproject.apply_changeset(self.project_parents(req.project_id, parents), cs)
-        self.store.commit(cs, request_digest=digest, advance=req.advance_ref,
+        self.store.commit(to_core(cs).to_wire(), request_digest=digest,
+                          advance=req.advance_ref,
                           expected_head=current,
                           create_ref=(False, principal) if ref is None else None,
                           now=iso(now_ns))
@@ -302,13 +366,13 @@ class GitService:
             InvalidInput: the combined history does not replay (e.g. both sides add one id).
         """
         now_ns = self.clock()
-        cid = new_id(now_ns)
-        cs = GitChangeset(changeset_id=cid, project_id=project, ref_name=ref_name,
-                          parent_ids=parents, author_principal=principal, message=message,
-                          created_at=iso(now_ns), idempotency_key=key,
-                          ops=assign_ids(cid, tuple(ops))).sealed()
+        cs = seal(GitChangeset(changeset_id="", project_id=project, ref_name=ref_name,
+                               parent_ids=parents, author_principal=principal, message=message,
+                               created_at=iso(now_ns), idempotency_key=key,
+                               ops=assign_ids(project, principal, key, tuple(ops))))
         gitproject.apply_changeset(self.project_parents(project, parents), cs)
-        self.store.commit(cs, request_digest=None, advance=False, expected_head=None,
+        self.store.commit(to_core(cs).to_wire(), request_digest=None, advance=False,
+                          expected_head=None,
                           create_ref=None, now=iso(now_ns))
         return cs
 
@@ -316,7 +380,7 @@ class GitService:
         """One changeset (integrity verified on read)."""
         cs = self.load(changeset_id)
         self.access.require(principal, cs.project_id, "read")
-        return cs.to_wire()
+        return to_core(cs).to_wire()
 
     def log(self, principal: str, project: str, ref: str, limit: int = 20) -> dict[str, Any]:
         """Changesets reachable from a ref head, newest first (limit ≤ 200)."""
@@ -324,8 +388,9 @@ class GitService:
         if not 1 <= limit <= 200:
             raise InvalidInput("limit must be between 1 and 200", code="invalid-limit")
         head = self.ref_or_404(project, check_ref_name(ref))["head_changeset_id"]
-        history = list(reversed(gitproject.walk(head, self.load)))[:limit]
-        return {"changesets": [cs.to_wire() for cs in history], "project": project, "ref": ref}
+        changes = list(reversed(gitproject.walk(head, self.load)))[:limit]
+        return {"changesets": [to_core(cs).to_wire() for cs in changes], "project": project,
+                "ref": ref}
 
     def reachable_head(self, project: str, ref: str, head: str | None) -> str | None:
         """``head`` if reachable from ``ref`` (else 404), or the ref's head when omitted."""
@@ -390,10 +455,5 @@ class GitService:
         return [cs for cs in gitproject.walk(head, self.load) if cs.changeset_id not in skip]
 
 
-def with_parents(cs: GitChangeset, parents: tuple[str, ...]) -> GitChangeset:
-    """A copy with other parents (used by tests building random histories)."""
-    return replace(cs, parent_ids=parents).sealed()
-
-
-__all__ = ["SHARED_MAIN", "Access", "GitService", "check_ref_name", "is_protected", "iso",
-           "may_create", "member_of", "new_id"]
+__all__ = ["SHARED_MAIN", "Access", "GitService", "Projector", "check_ref_name", "from_core",
+           "is_protected", "iso", "may_create", "member_of", "new_id", "seal", "to_core"]

@@ -28,7 +28,6 @@ from palimpsest.service.mergeauth import KeyRing
 from palimpsest.service.storage.gitstore import GitStore
 
 KEY_FILE = "merge-hmac.key"
-DB_FILE = "memory-git.sqlite3"
 
 
 def load_key_ring(data_dir: Path, environ: Mapping[str, str] | None = None) -> KeyRing:
@@ -70,11 +69,18 @@ class ServiceAccess:
                             code="memory_forbidden")
 
 
-def open_flow(data_dir: Path, access: Any, ring: KeyRing | None = None) -> ReviewFlow:
-    """Memory Git over ``<data_dir>/memory-git.sqlite3`` with ``access`` deciding privileges."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    store = GitStore(data_dir / DB_FILE)
-    return ReviewFlow(GitService(store, access), ring or load_key_ring(data_dir))
+def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) -> ReviewFlow:
+    """Memory Git over the memory service's own database (a project is a memory).
+
+    Changesets and refs are the service's; a merge into ``refs/shared/main`` projects the merged
+    changesets into records and the search index in the same transaction. The older call
+    ``open_flow(data_dir, ServiceAccess(svc))`` is still accepted.
+    """
+    if isinstance(legacy_access, ServiceAccess):
+        svc = legacy_access.svc
+    store, projector = svc.memory_git_backend()
+    git = GitService(GitStore(store), ServiceAccess(svc), projector=projector)
+    return ReviewFlow(git, ring or load_key_ring(Path(svc.data_dir)))
 
 
-__all__ = ["DB_FILE", "KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]
+__all__ = ["KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
+from palimpsest.service import gitops
 from palimpsest.service.model import (
     CAS_MISMATCH,
     IDEMPOTENCY_MISMATCH,
@@ -56,8 +57,16 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode(value)).hexdigest()
 
 
+# Optional changeset fields of Memory Git requests (memory-git.md §3), digested when present.
+EXTRA_KEYS: Final = ("persona_id", "actor_id", "surface", "model", "environment", "session_id",
+                     "topic_id", "context_manifest_id", "evidence", "verification")
+
+
 def validate_op(op: Op) -> None:
     """Closed-key and shape check of one op; raises memory_invalid by name."""
+    if op.op_type in gitops.OP_TYPES:  # the eight Memory Git ops: one registry, in gitops
+        gitops.check_stored_op(op.op_type, op.target, op.result, op.payload)
+        return
     allowed = OP_KEYS.get(op.op_type)
     if allowed is None:
         raise invalid(f"unknown op_type {op.op_type!r}")
@@ -80,9 +89,11 @@ def validate_op(op: Op) -> None:
 
 
 def content_of(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
-               message: str, idempotency_key: str, ops: Sequence[Op]) -> dict[str, Any]:
-    """The digested content of a changeset (keys sorted, as Go marshals a map)."""
-    return {
+               message: str, idempotency_key: str, ops: Sequence[Op],
+               extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The digested content of a changeset (keys sorted, as Go marshals a map); the optional
+    Memory Git fields (:data:`EXTRA_KEYS`) count only when set, so older ids stay valid."""
+    out = {
         "author_principal": author,
         "idempotency_key": idempotency_key,
         "message": message,
@@ -92,6 +103,8 @@ def content_of(memory_id: str, ref_name: str, parent_ids: Sequence[str], author:
         "ref_name": ref_name,
         "schema_version": SCHEMA_VERSION,
     }
+    out.update({k: v for k, v in (extra or {}).items() if k in EXTRA_KEYS and v})
+    return dict(sorted(out.items()))
 
 
 def make_changeset(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
@@ -113,7 +126,7 @@ def make_changeset(memory_id: str, ref_name: str, parent_ids: Sequence[str], aut
 def verify(cs: Changeset) -> Changeset:
     """Recompute the digest; a stored changeset that does not match is refused."""
     expect = digest(content_of(cs.memory_id, cs.ref_name, cs.parent_ids, cs.author, cs.message,
-                               cs.idempotency_key, cs.ops))
+                               cs.idempotency_key, cs.ops, cs.extra))
     if expect != cs.id:
         raise Unavailable(f"changeset {cs.id[:12]} fails its integrity digest", code=INTEGRITY,
                           hint="restore the database from a backup")
@@ -122,11 +135,12 @@ def verify(cs: Changeset) -> Changeset:
 
 def from_wire(data: Mapping[str, Any]) -> Changeset:
     """A stored changeset document back into a :class:`Changeset` (then :func:`verify`)."""
-    ops = tuple(Op(o["op_type"], o.get("target_event_id"), o.get("payload", {}))
-                for o in data["ops"])
+    ops = tuple(Op(o["op_type"], o.get("target_event_id"), o.get("payload", {}),
+                   o.get("resulting_event_id")) for o in data["ops"])
+    extra = {k: data[k] for k in EXTRA_KEYS if data.get(k)}
     return Changeset(data["changeset_id"], data["project_id"], data["ref_name"],
                      tuple(data["parent_ids"]), data["author_principal"], data["message"],
-                     data["created_at"], data["idempotency_key"], ops)
+                     data["created_at"], data["idempotency_key"], ops, extra)
 
 
 def check_head(expected: str | None, current: str | None, ref_name: str) -> None:

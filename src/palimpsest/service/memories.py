@@ -36,6 +36,7 @@ from palimpsest.service import extras, gitlog, providers, records, tree
 from palimpsest.service.core import Core
 from palimpsest.service.model import (
     Caller,
+    Changeset,
     Credential,
     FileBytes,
     Group,
@@ -134,6 +135,18 @@ class MemoryService:
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
         return self._core.caller_for(member_id)
+
+    def memory_git_backend(self) -> tuple[SqliteStore, Callable[[Changeset], None]]:
+        """The store Memory Git shares (one database, one transaction per write) and the
+        projector that applies a changeset accepted on ``refs/shared/main`` to records and the
+        search index (call it inside the store's write transaction)."""
+        core = self._core
+
+        def project(cs: Changeset) -> None:
+            for op in cs.ops:
+                core.apply(cs, op)
+
+        return self._store, project
 
     def rebuild(self) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,

@@ -375,12 +375,15 @@ class Op:
     op_type: str
     target: str | None
     payload: Mapping[str, Any]
+    result: str | None = None  # resulting_event_id of Memory Git ops that create a memory
 
     def to_wire(self, ordinal: int) -> Wire:
-        """``{ordinal, op_type, target_event_id?, payload}`` (memory-git.md §3)."""
+        """``{ordinal, op_type, target_event_id?, resulting_event_id?, payload}`` (§3)."""
         out: Wire = {"ordinal": ordinal, "op_type": self.op_type}
         if self.target is not None:
             out["target_event_id"] = self.target
+        if self.result is not None:
+            out["resulting_event_id"] = self.result
         out["payload"] = dict(self.payload)
         return out
 
@@ -398,16 +401,20 @@ class Changeset:
     created_at: str  # ISO 8601 UTC
     idempotency_key: str
     ops: tuple[Op, ...]
+    # Optional Memory Git fields (provenance strings, evidence, verification), only when set.
+    extra: Mapping[str, Any] = field(default_factory=dict)
 
     def to_wire(self) -> Wire:
         """The changeset as memory-git.md §3 shows it."""
-        return {"changeset_id": self.id, "schema_version": SCHEMA_VERSION,
-                "project_id": self.memory_id, "ref_name": self.ref_name,
-                "parent_ids": list(self.parent_ids), "author_principal": self.author,
-                "message": self.message, "created_at": self.created_at,
-                "idempotency_key": self.idempotency_key,
-                "ops": [op.to_wire(i) for i, op in enumerate(self.ops)],
-                "integrity_digest": self.id}
+        out: Wire = {"changeset_id": self.id, "schema_version": SCHEMA_VERSION,
+                     "project_id": self.memory_id, "ref_name": self.ref_name,
+                     "parent_ids": list(self.parent_ids), "author_principal": self.author}
+        out.update(self.extra)
+        out.update({"message": self.message, "created_at": self.created_at,
+                    "idempotency_key": self.idempotency_key,
+                    "ops": [op.to_wire(i) for i, op in enumerate(self.ops)],
+                    "integrity_digest": self.id})
+        return out
 
 
 @dataclass(frozen=True, slots=True)

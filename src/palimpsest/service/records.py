@@ -76,13 +76,16 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
         rb = _fill_reference_memories(core, wire.merge_draft(None, draft, parts))
         rid = mint("hrec")
         digest = core.seal(rb)
+        who = writer or caller.writer
+        at = core.now_iso()
         payload = {"record_id": rid, "body_digest": digest,
-                   **history.writer_payload(core.now_iso(), writer or caller.writer,
-                                            on_behalf_of=on_behalf_of,
+                   **history.writer_payload(at, who, on_behalf_of=on_behalf_of,
                                             consolidation_id=consolidation_id)}
-        core.commit(memory_id, writer or caller.writer, k, [Op("add_record", None, payload)],
-                    "remember")
-        return _current_wire(core, core.view(caller), rid)
+        cs = core.commit(memory_id, who, k, [Op("add_record", None, payload)], "remember")
+        # The version just projected, rendered without reading it back.
+        rec = RecordVersion(rid, memory_id, 1, "active", None, rb, at, None, who, cs.id,
+                            on_behalf_of, consolidation_id)
+        return core.render(core.view(caller), rec)
 
     return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
 
@@ -358,16 +361,20 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
         return _scan_as_of(core, req, reach, terms, statuses)
     if terms:
         return _lexical(core, req, reach, terms, statuses)
+    # Filters alone: newest first, in chunks, until enough match or the scan cap is reached.
     ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
     partial = len(ns) > rc.SCAN_CAP
-    for row in sorted(core.store.current_rows(ns[:rc.SCAN_CAP]), key=lambda r: -r["n"]):
-        rec = core.version(row)
-        if req.types is not None and rec.body.type not in req.types:
-            continue
-        if req.filters is not None and rc.matches(req.filters, rec):
-            out.append((rec, None, False))
-            if len(out) == wanted:
-                return out, False
+    ns = ns[:rc.SCAN_CAP]
+    for start in range(0, len(ns), 200):
+        rows = core.store.current_rows(ns[start:start + 200])
+        for row in sorted(rows, key=lambda r: -r["n"]):
+            rec = core.version(row)
+            if req.types is not None and rec.body.type not in req.types:
+                continue
+            if req.filters is not None and rc.matches(req.filters, rec):
+                out.append((rec, None, False))
+                if len(out) == wanted:
+                    return out, False
     return out, partial
 
 

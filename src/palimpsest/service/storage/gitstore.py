@@ -1,42 +1,37 @@
-"""SQLite storage of Memory Git: changesets, refs, proposals, reviews, nonces, advances.
+"""SQLite storage of Memory Git, inside the service's one database.
 
-The only SQL of Memory Git. It lives in its own database file (``memory-git.sqlite3`` in the
-data directory, WAL mode) so it never contends with the schema of the UHP store. Every write is
-one ``BEGIN IMMEDIATE`` transaction; compare-and-swap is re-checked *inside* it, so two writers
-can never both win.
+Changesets and refs are the service's own tables (``changesets``, ``refs`` of
+:mod:`.sqlite`): one history per memory, whatever wrote it. Memory Git adds sibling tables for
+what only review needs — request digests of Memory Git commits (idempotency), proposals,
+reviews, single-use merge nonces, the protected-advance ledger, manifests, conflicts and review
+settings. Every write runs in :meth:`SqliteStore.write` (one ``BEGIN IMMEDIATE``; nested calls
+join the outer transaction), and compare-and-swap is re-checked *inside* it.
 
 The protected-ref merge (:meth:`GitStore.advance_protected`) inserts the single-use nonce, moves
-the ref, records the advance and closes the proposal in ONE transaction: a lost CAS rolls back
-everything, so the loser's nonce is **not** consumed (memory-git.md §14.2, decision recorded in
-docs/memory-git.md); a consumed nonce is refused forever, whatever the ref points at later.
+the ref, records the advance and closes the proposal in the caller's transaction, which also
+projects the merged changesets into records: a lost CAS rolls back everything, so the loser's
+nonce is **not** consumed (memory-git.md §14.2, decision recorded in docs/memory-git.md); a
+consumed nonce is refused forever, whatever the ref points at later.
 
-Changesets are stored as their canonical wire JSON; :meth:`GitStore.changeset` recomputes the
-integrity digest on every read and refuses a row that does not match.
+Changesets are returned as stored documents; the service verifies their integrity digest.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from palimpsest import canonical
-from palimpsest.errors import Conflict, NotFound, Unavailable
-from palimpsest.service.gitops import GitChangeset, GitOp
+from palimpsest.errors import Conflict, NotFound
+from palimpsest.service.storage.sqlite import SqliteStore
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS mg_changesets (
-  changeset_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, author TEXT NOT NULL,
-  idempotency_key TEXT NOT NULL, request_digest TEXT, doc TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  UNIQUE (project_id, author, idempotency_key));
-CREATE TABLE IF NOT EXISTS mg_refs (
-  project_id TEXT NOT NULL, ref_name TEXT NOT NULL, head TEXT, protected INTEGER NOT NULL,
-  created_by TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
-  PRIMARY KEY (project_id, ref_name));
+CREATE TABLE IF NOT EXISTS mg_requests (
+  project_id TEXT NOT NULL, author TEXT NOT NULL, idempotency_key TEXT NOT NULL,
+  changeset_id TEXT NOT NULL, request_digest TEXT,
+  PRIMARY KEY (project_id, author, idempotency_key));
 CREATE TABLE IF NOT EXISTS mg_proposals (
   proposal_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, originator TEXT NOT NULL,
   idempotency_key TEXT, request_digest TEXT, status TEXT NOT NULL, doc TEXT NOT NULL,
@@ -72,58 +67,26 @@ def _load(text: str) -> Any:
     return canonical.decode(text.encode("utf-8"), allow_floats=True)
 
 
-def changeset_from_wire(doc: dict[str, Any]) -> GitChangeset:
-    """A stored changeset document back into a value (integrity is checked by the caller)."""
-    ops = tuple(GitOp(o["ordinal"], o["op_type"], o.get("target_event_id"),
-                      o.get("resulting_event_id"), o.get("payload"))
-                for o in doc["ops"])
-    provenance = {k: doc[k] for k in ("persona_id", "actor_id", "surface", "model",
-                                      "environment", "session_id", "topic_id",
-                                      "context_manifest_id") if doc.get(k)}
-    return GitChangeset(
-        changeset_id=doc["changeset_id"], project_id=doc["project_id"],
-        ref_name=doc["ref_name"], parent_ids=tuple(doc["parent_ids"]),
-        author_principal=doc["author_principal"], message=doc["message"],
-        created_at=doc["created_at"], idempotency_key=doc["idempotency_key"], ops=ops,
-        provenance=provenance, evidence=tuple(doc.get("evidence", [])),
-        verification=tuple(doc.get("verification", [])),
-        integrity_digest=doc["integrity_digest"])
-
-
 class GitStore:
-    """One Memory Git database; safe to share between threads (one lock, one connection)."""
+    """Memory Git tables over the service's :class:`SqliteStore` (same connection and lock)."""
 
-    def __init__(self, path: Path) -> None:
-        """Open or create the database at ``path``.
+    def __init__(self, store: SqliteStore) -> None:
+        """Create the Memory Git tables in ``store``'s database if needed."""
+        self.store = store
+        self._db = store.connection()
+        with store.write():
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
 
-        Raises:
-            Unavailable: the file cannot be opened.
-        """
-        try:
-            self._db = sqlite3.connect(str(path), isolation_level=None,
-                                       check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise Unavailable(f"cannot open the Memory Git store: {exc}") from exc
-        self._lock = threading.RLock()
-
-    def close(self) -> None:
-        """Close the connection."""
-        with self._lock:
-            self._db.close()
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction; Memory Git writes and record projection join it."""
+        return self.store.write()
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
+        with self.store.write():
+            yield self._db
 
     def _next(self, db: sqlite3.Connection) -> int:
         db.execute("UPDATE mg_seq SET value = value + 1 WHERE id = 1")
@@ -132,52 +95,41 @@ class GitStore:
 
     # --- reads ----------------------------------------------------------------------------
     def _one(self, sql: str, args: tuple[Any, ...]) -> Any:
-        with self._lock:
+        with self.store.read():
             return self._db.execute(sql, args).fetchone()
 
     def _all(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
-        with self._lock:
+        with self.store.read():
             return self._db.execute(sql, args).fetchall()
 
-    def changeset(self, changeset_id: str) -> GitChangeset:
-        """Read one changeset and verify its integrity digest.
-
-        Raises:
-            NotFound: no such changeset.
-            Unavailable: the stored row fails its digest (tampering or corruption).
-        """
-        row = self._one("SELECT doc FROM mg_changesets WHERE changeset_id = ?", (changeset_id,))
-        if row is None:
-            raise NotFound(f"no changeset {changeset_id!r}", code="changeset-not-found")
-        cs = changeset_from_wire(_load(row[0]))
-        if cs.compute_digest() != cs.integrity_digest or cs.changeset_id != changeset_id:
-            raise Unavailable(f"changeset {changeset_id} fails its integrity digest",
-                              code="integrity_failure", hint="restore from a backup")
-        return cs
+    def changeset_doc(self, changeset_id: str) -> dict[str, Any] | None:
+        """The stored document of a changeset (the caller verifies its digest)."""
+        with self.store.read():
+            return self.store.changeset_doc(changeset_id)
 
     def changeset_by_key(self, project: str, author: str,
                          key: str) -> tuple[str, str | None] | None:
-        """``(changeset_id, request_digest)`` stored under an idempotency key, if any."""
-        row = self._one("SELECT changeset_id, request_digest FROM mg_changesets WHERE "
+        """``(changeset_id, request_digest)`` of a Memory Git commit under a key, if any."""
+        row = self._one("SELECT changeset_id, request_digest FROM mg_requests WHERE "
                         "project_id = ? AND author = ? AND idempotency_key = ?",
                         (project, author, key))
         return (row[0], row[1]) if row else None
 
     def projects(self) -> list[str]:
         """Every project with at least one ref."""
-        return [r[0] for r in self._all("SELECT DISTINCT project_id FROM mg_refs ORDER BY 1", ())]
+        return [r[0] for r in self._all("SELECT DISTINCT memory_id FROM refs ORDER BY 1", ())]
 
     def ref(self, project: str, name: str) -> dict[str, Any] | None:
         """One ref as a ``MemoryRef`` dict, or None."""
-        row = self._one("SELECT project_id, ref_name, head, protected, created_at, updated_at, "
-                        "created_by FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+        row = self._one("SELECT memory_id, name, head, protected, created_at, updated_at, "
+                        "created_by FROM refs WHERE memory_id = ? AND name = ?",
                         (project, name))
         return _ref(row) if row else None
 
     def refs(self, project: str) -> list[dict[str, Any]]:
         """Every ref of a project, by name."""
-        rows = self._all("SELECT project_id, ref_name, head, protected, created_at, updated_at, "
-                         "created_by FROM mg_refs WHERE project_id = ? ORDER BY ref_name",
+        rows = self._all("SELECT memory_id, name, head, protected, created_at, updated_at, "
+                         "created_by FROM refs WHERE memory_id = ? ORDER BY name",
                          (project,))
         return [_ref(r) for r in rows]
 
@@ -237,51 +189,57 @@ class GitStore:
             Conflict: the ref exists.
         """
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+            if db.execute("SELECT 1 FROM refs WHERE memory_id = ? AND name = ?",
                           (project, name)).fetchone():
                 raise Conflict(f"ref {name} already exists", code="ref-exists")
-            db.execute("INSERT INTO mg_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
                        (project, name, head, int(protected), created_by, now, now))
         return self.ref(project, name) or {}
 
-    def commit(self, cs: GitChangeset, *, request_digest: str | None, advance: bool,
+    def commit(self, doc: dict[str, Any], *, request_digest: str | None, advance: bool,
                expected_head: str | None, create_ref: tuple[bool, str] | None,
                now: str) -> None:
-        """Store a sealed changeset and, when ``advance``, move its ref by CAS — atomically.
+        """Store a changeset document and, when ``advance``, move its ref by CAS — atomically.
 
-        ``create_ref`` = ``(protected, created_by)`` creates the ref when it is missing.
+        ``doc`` is the sealed changeset's wire form (its id is its digest). ``create_ref`` =
+        ``(protected, created_by)`` creates the ref when it is missing.
 
         Raises:
             Conflict: ``cas_mismatch`` when the ref moved; ``idempotency_race`` when a
                 concurrent request stored the same key first.
             NotFound: the ref is missing and may not be created.
         """
+        project, name = doc["project_id"], doc["ref_name"]
         with self._tx() as db:
+            row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
+                             (project, name)).fetchone()
             if advance:
-                row = db.execute("SELECT head FROM mg_refs WHERE project_id = ? AND "
-                                 "ref_name = ?", (cs.project_id, cs.ref_name)).fetchone()
                 if row is None and create_ref is None:
-                    raise NotFound(f"ref {cs.ref_name} does not exist", code="ref-not-found")
+                    raise NotFound(f"ref {name} does not exist", code="ref-not-found")
                 current = row[0] if row else None
                 if current != expected_head:
-                    raise _cas(cs.ref_name, expected_head, current)
-            try:
-                db.execute("INSERT INTO mg_changesets VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           (cs.changeset_id, cs.project_id, cs.author_principal,
-                            cs.idempotency_key, request_digest, _dump(cs.to_wire()),
-                            self._next(db)))
-            except sqlite3.IntegrityError as exc:
-                raise Conflict("a concurrent request used this idempotency key",
-                               code="idempotency_race", hint="retry to read the winner") from exc
+                    raise _cas(name, expected_head, current)
+            if request_digest is not None:
+                try:
+                    db.execute("INSERT INTO mg_requests VALUES (?, ?, ?, ?, ?)",
+                               (project, doc["author_principal"], doc["idempotency_key"],
+                                doc["changeset_id"], request_digest))
+                except sqlite3.IntegrityError as exc:
+                    raise Conflict("a concurrent request used this idempotency key",
+                                   code="idempotency_race",
+                                   hint="retry to read the winner") from exc
+            self.store.insert_changeset(doc["changeset_id"], project, name,
+                                        doc["author_principal"], doc["idempotency_key"],
+                                        doc["created_at"], doc)
             if advance:
                 if row is None and create_ref is not None:
-                    db.execute("INSERT INTO mg_refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (cs.project_id, cs.ref_name, cs.changeset_id,
-                                int(create_ref[0]), create_ref[1], now, now))
+                    db.execute("INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                               (project, name, doc["changeset_id"], int(create_ref[0]),
+                                create_ref[1], now, now))
                 else:
-                    db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE "
-                               "project_id = ? AND ref_name = ?",
-                               (cs.changeset_id, now, cs.project_id, cs.ref_name))
+                    db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE "
+                               "memory_id = ? AND name = ?",
+                               (doc["changeset_id"], now, project, name))
 
     def advance(self, project: str, name: str, expected: str | None, new: str,
                 now: str) -> None:
@@ -291,14 +249,14 @@ class GitStore:
             Conflict: the ref moved.
         """
         with self._tx() as db:
-            row = db.execute("SELECT head FROM mg_refs WHERE project_id = ? AND ref_name = ?",
+            row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
                              (project, name)).fetchone()
             if row is None:
                 raise NotFound(f"ref {name} does not exist", code="ref-not-found")
             if row[0] != expected:
                 raise _cas(name, expected, row[0])
-            db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE project_id = ? AND "
-                       "ref_name = ?", (new, now, project, name))
+            db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
+                       "name = ?", (new, now, project, name))
 
     def advance_protected(self, *, project: str, ref_name: str, expected: str, new: str,
                           nonce: str, advance: dict[str, Any], proposal: dict[str, Any],
@@ -313,8 +271,8 @@ class GitStore:
                 ref.
         """
         with self._tx() as db:
-            row = db.execute("SELECT head, protected FROM mg_refs WHERE project_id = ? AND "
-                             "ref_name = ?", (project, ref_name)).fetchone()
+            row = db.execute("SELECT head, protected FROM refs WHERE memory_id = ? AND "
+                             "name = ?", (project, ref_name)).fetchone()
             if row is None or not row[1]:
                 raise NotFound(f"protected ref {ref_name} does not exist",
                                code="ref-not-found")
@@ -327,8 +285,8 @@ class GitStore:
                                hint="ask for a new merge authorization") from exc
             if row[0] != expected:
                 raise _cas(ref_name, expected, row[0])
-            db.execute("UPDATE mg_refs SET head = ?, updated_at = ? WHERE project_id = ? AND "
-                       "ref_name = ?", (new, now, project, ref_name))
+            db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
+                       "name = ?", (new, now, project, ref_name))
             db.execute("INSERT INTO mg_advances VALUES (?, ?, ?, ?, ?)",
                        (advance["advance_id"], project, ref_name, _dump(advance),
                         self._next(db)))
@@ -414,7 +372,7 @@ class GitStore:
     def _unsafe_set_head(self, project: str, name: str, head: str | None) -> None:
         """Test-only: force a ref (e.g. cycle it back) without any check. Never call in code."""
         with self._tx() as db:
-            db.execute("UPDATE mg_refs SET head = ? WHERE project_id = ? AND ref_name = ?",
+            db.execute("UPDATE refs SET head = ? WHERE memory_id = ? AND name = ?",
                        (head, project, name))
 
 
@@ -430,4 +388,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore", "changeset_from_wire"]
+__all__ = ["GitStore"]

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.search.fts import FTS5_TOKENIZE
+from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import (
     ALL_PRIVILEGES,
     PRIVILEGES,
@@ -45,6 +45,11 @@ from palimpsest.service.model import (
 )
 
 SCHEMA_VERSION: Final = 1
+# BM25 column weights: a record's own words, then its context (for an episode, the words of
+# the episode written just before it in the same memory: in a conversation the answer is often
+# the turn after the one that repeats the question).
+_RANK: Final = f"bm25(1.0, {CONTEXT_WEIGHT})"
+_BM25: Final = f"bm25(record_fts, 1.0, {CONTEXT_WEIGHT})"
 
 _SCHEMA: Final = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -76,8 +81,11 @@ CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
   data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
   memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
-  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0);
+  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
+  context_src TEXT);
 CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
+CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
+CREATE INDEX IF NOT EXISTS records_context ON records(context_src);
 CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
 CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
   memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
@@ -88,7 +96,8 @@ CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT
   memory_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
 CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
-CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, tokenize='{FTS5_TOKENIZE}');
+CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, context,
+  tokenize='{FTS5_TOKENIZE}');
 CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
 CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
   active INTEGER NOT NULL);
@@ -168,7 +177,7 @@ class SqliteStore:
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
             self._db.execute("INSERT INTO record_fts(record_fts, rank) "
-                             "VALUES ('rank', 'bm25(1.0)')")
+                             "VALUES ('rank', ?)", (_RANK,))
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
@@ -216,6 +225,11 @@ class SqliteStore:
             finally:
                 self._in_tx = False
                 self._db.execute("COMMIT")
+
+    def connection(self) -> sqlite3.Connection:
+        """The connection, for sibling SQL modules of this package (storage/gitstore.py) that
+        must write in the same transactions (use :meth:`write` / :meth:`read` around it)."""
+        return self._db
 
     def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return self._db.execute(sql, args).fetchall()
@@ -475,11 +489,13 @@ class SqliteStore:
                 (record_id, version, memory_id, body_digest, written_at, written_by, extra,
                  changeset_id))
         if existing is None:
+            prev = self._previous_episode(memory_id, None, None) if type == "episode" else None
+            context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
                 "INSERT INTO records (id, memory_id, type, version, status, written_at, "
-                "body_digest, standing) VALUES (?,?,?,?,?,?,?,?)",
+                "body_digest, standing, context_src) VALUES (?,?,?,?,?,?,?,?,?)",
                 (record_id, memory_id, type, version, "active", written_at, body_digest,
-                 int(standing)))
+                 int(standing), prev["id"] if prev is not None else None))
             n = cur.lastrowid
             self._count(memory_id, 1)
         else:
@@ -489,11 +505,26 @@ class SqliteStore:
             self._x("UPDATE records SET version=?, status='active', written_at=?, "
                     "body_digest=?, standing=? WHERE n=?",
                     (version, written_at, body_digest, int(standing), n))
+            row = self._one("SELECT context FROM record_fts WHERE rowid=?", (n,))
+            context = row["context"] if row is not None else ""  # kept as first written
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
-        self._x("INSERT INTO record_fts(rowid, text) VALUES (?,?)", (n, fts_text))
-        self._x("DELETE FROM edges WHERE src=?", (record_id,))
+        self._x("INSERT INTO record_fts(rowid, text, context) VALUES (?,?,?)",
+                (n, fts_text, context))
+        if existing is not None:
+            self._x("DELETE FROM edges WHERE src=?", (record_id,))
         for dst, rel in edges:
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
+
+    def _previous_episode(self, memory_id: str, before: int | None,
+                          skip: str | None) -> sqlite3.Row | None:
+        """The episode written last in ``memory_id`` (before row ``before``; not ``skip``)."""
+        return self._one("SELECT n, id FROM records WHERE memory_id=? AND type='episode' AND "
+                         "(? IS NULL OR n < ?) AND id IS NOT ? ORDER BY n DESC LIMIT 1",
+                         (memory_id, before, before, skip))
+
+    def _fts_text(self, n: int) -> str:
+        row = self._one("SELECT text FROM record_fts WHERE rowid=?", (n,))
+        return str(row["text"]) if row is not None else ""
 
     def project_forget(self, record_id: str, at: str) -> None:
         """Mark the current version forgotten (its index entry stays; reads filter status)."""
@@ -520,6 +551,15 @@ class SqliteStore:
                 self._count(head["memory_id"], -1)
             self._x("DELETE FROM record_fts WHERE rowid=?", (head["n"],))
             self._x("DELETE FROM records WHERE n=?", (head["n"],))
+            # Episodes indexed with this record's words as context take the episode before
+            # it instead, exactly as a rebuild (where this record is never an episode) does.
+            for dep in self._q("SELECT n, memory_id FROM records WHERE context_src=?",
+                               (record_id,)):
+                prev = self._previous_episode(dep["memory_id"], dep["n"], record_id)
+                self._x("UPDATE records SET context_src=? WHERE n=?",
+                        (prev["id"] if prev is not None else None, dep["n"]))
+                self._x("UPDATE record_fts SET context=? WHERE rowid=?",
+                        (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
         return digests
 
     def compact_after_erase(self) -> None:
@@ -626,13 +666,14 @@ class SqliteStore:
             where += f" AND r.type IN ({','.join('?' * len(types))})"
             args.extend(types)
         base = f"FROM record_fts f CROSS JOIN records r ON r.n = f.rowid WHERE {where}"
+        # Only row numbers and scores go through the sort; texts are read for the winners.
         if bound is None:
-            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s, f.text AS text {base} "
+            rows = self._q(f"SELECT f.rowid AS n, f.rank AS s {base} "
                            f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
-            return [(int(r["n"]), -float(r["s"]), r["text"]) for r in rows]
-        rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, bm25(record_fts, 1.0) AS s "  # noqa: S608
-                       f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
-                       (*args, bound, limit))
+        else:
+            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, {_BM25} AS s "  # noqa: S608
+                           f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
+                           (*args, bound, limit))
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
