@@ -29,7 +29,6 @@ from functools import lru_cache
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from palimpsest.canonical import decode, encode
 from palimpsest.errors import InvalidInput, NotFound, Unavailable
@@ -182,7 +181,7 @@ def identity_from_seed(name: str, seed: bytes) -> Identity:
     if len(seed) != 32:
         raise InvalidInput("private key seed must be 32 bytes", code="invalid-key")
     public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
-    raw = public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    raw = public.public_bytes_raw()
     check_public_key(raw)
     return Identity(name=name, seed=seed, public_key=raw)
 
