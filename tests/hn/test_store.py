@@ -158,6 +158,9 @@ def _corruptions(repo: pygit2.Repository) -> dict[str, pygit2.Oid]:
         "signature by another key": memory_tree(repo, payload, sign_text(BOB.sign(payload)).encode()),
         "oversized payload": raw_tree(repo, [("100644", "memory.json", big), ("100644", "signature", s)]),
         "symlink entry": raw_tree(repo, [("120000", "memory.json", p), ("100644", "signature", s)]),
+        "zero-padded mode": raw_tree(repo, [("0100644", "memory.json", p), ("100644", "signature", s)]),
+        "swapped order": raw_tree(repo, [("100644", "signature", s), ("100644", "memory.json", p)]),
+        "signature as payload": raw_tree(repo, [("100644", "memory.json", s), ("100644", "signature", p)]),
     }  # fmt: skip
 
 
@@ -166,7 +169,7 @@ CORRUPTION_NAMES = [
     "tree entry as signature", "duplicate names", "signature ***", "padded signature",
     "signature with LF", "oversized signature", "non-JSON payload", "unknown-field payload",
     "actor/key mismatch", "sequence 0", "signature by another key", "oversized payload",
-    "symlink entry",
+    "symlink entry", "zero-padded mode", "swapped order", "signature as payload",
 ]  # fmt: skip
 
 
