@@ -133,6 +133,7 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
         ["UPDATE rows SET trust = 'qualified', lifecycle = 'active', lifecycle_rank = 0"],
         ["DELETE FROM rows WHERE CAST(json AS TEXT) LIKE '%second%'"],
         ["CREATE TRIGGER evil AFTER INSERT ON rows BEGIN SELECT 1; END"],
+        ["UPDATE groups SET n = n + 100, max_content = 1"],
         ["CREATE VIEW v AS SELECT 1"],
         ["UPDATE meta SET value = 'pal-hn-memory-index/999' WHERE key = 'format'"],
         [
@@ -142,7 +143,16 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
             " FROM rows LIMIT 1"
         ],
     ],
-    ids=["forged-json", "forged-columns", "deleted-row", "trigger", "view", "version", "extra-row"],
+    ids=[
+        "forged-json",
+        "forged-columns",
+        "deleted-row",
+        "trigger",
+        "forged-totals",
+        "view",
+        "version",
+        "extra-row",
+    ],
 )
 def test_tampered_index_is_detected_and_rebuilt(
     repo: pygit2.Repository, alice: Identity, statements: list[str]
@@ -150,6 +160,8 @@ def test_tampered_index_is_detected_and_rebuilt(
     bob_like = remember(repo, alice, "third", timestamp="2026-09-01T12:00:03Z")
     lifecycle(repo, alice, "retract", bob_like.memory_id, timestamp="2026-09-01T12:00:04Z")
     honest = _recall_ids(repo, lifecycle=["all"])
+    request = normalize_request(at_commit=head(repo), lifecycle=["all"])
+    honest_bytes = recall(repo, request).to_json()
     if statements[0].startswith("DELETE"):
         # A hidden row is not visible at query time; verify finds it.
         _tamper(repo, *statements)
@@ -158,6 +170,7 @@ def test_tampered_index_is_detected_and_rebuilt(
         _open(repo, rebuild=True).close()
     else:
         _tamper(repo, *statements)
+    assert recall(repo, request).to_json() == honest_bytes
     assert _recall_ids(repo, lifecycle=["all"]) == honest
     assert _recall_ids(repo) == honest[:2]
     verify_index(repo)  # rebuilt: consistent again

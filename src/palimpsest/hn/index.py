@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sqlite3
 import stat
@@ -50,9 +51,9 @@ from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
 from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.projection import Row, dependency_wire, project, row_parts
-from palimpsest.text import lexical_tokens
+from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/1"
+FORMAT = "pal-hn-memory-index/4"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -87,8 +88,18 @@ _SCHEMA = (
     " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
     " search_units INTEGER NOT NULL, json BLOB NOT NULL, deps BLOB NOT NULL,"
     " mac TEXT NOT NULL) STRICT",
-    "CREATE INDEX rows_order ON rows (applicability, evidence, lifecycle_rank, trust,"
-    " timestamp DESC, id, content_bytes)",
+    # Walks eligible rows in recall order (§16.4) whatever the other filters are.
+    "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
+    "CREATE INDEX rows_group ON rows (applicability, evidence, lifecycle_rank, trust, kind, actor,"
+    " content_bytes, data_bytes, search_units)",
+    # Lets counts driven by topic, term or path postings check each row without reading it.
+    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
+    " actor, anchor_subject, applies_subject, content_bytes, data_bytes, search_units)",
+    # Per-class totals of eligible rows, so counts never scan the whole table.
+    "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
+    " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
+    " max_data INTEGER NOT NULL, units INTEGER NOT NULL, mac TEXT NOT NULL,"
+    " PRIMARY KEY (lifecycle_rank, trust, kind, actor)) STRICT, WITHOUT ROWID",
     "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
     " WITHOUT ROWID",
     "CREATE INDEX topics_id ON topics (id)",
@@ -130,6 +141,23 @@ class IndexContext:
     at_commit: str
     subject: str = ""
     path: str = ""
+
+
+# A superset of Go's word runes (letters and numbers): Python's alphanumerics.  Every code point
+# in Go's set is matched (checked exhaustively by a test), so runs found here contain every
+# word; non-ASCII runs are re-split with the exact per-rune rules of palimpsest.text.
+_ALNUM_RUNS = re.compile(r"[^\W_]+")
+
+
+def index_tokens(text: str) -> list[str]:
+    """Exactly :func:`palimpsest.text.lexical_tokens`, with a fast path for ASCII runs."""
+    out: set[str] = set()
+    for run in _ALNUM_RUNS.findall(text):
+        if run.isascii():
+            out.add(run.lower())
+        else:
+            out.update(word_tokens(run))
+    return sorted(out)
 
 
 def search_fields(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -283,6 +311,10 @@ class IndexState:
     records: int
 
 
+class IndexTampered(Exception):
+    """A row or total read from the index failed its integrity check: rebuild and retry."""
+
+
 class StaleIndex(Exception):
     """Internal: the stored index cannot be used as it is (the reason says why)."""
 
@@ -305,8 +337,8 @@ class MemoryIndex:
         self.policy = policy
 
     def close(self) -> None:
-        """Close the SQLite connection."""
-        self.conn.close()
+        """Release the index; the connection stays cached for the next call in this process
+        and is re-checked then (file identity, SQLite ``data_version``, sources)."""
 
     def __enter__(self) -> MemoryIndex:
         return self
@@ -331,12 +363,13 @@ ROW_COLUMNS = (
 
 
 def _row_mac(key: bytes, values: Sequence[Any]) -> str:
-    mac = hmac.new(key, digestmod=hashlib.sha256)
+    # Keyed BLAKE2b (a MAC by construction) over length-prefixed columns, in one call.
+    parts = []
     for value in values:
         part = value if isinstance(value, bytes) else str(value).encode("utf-8")
-        mac.update(struct.pack(">Q", len(part)))
-        mac.update(part)
-    return mac.hexdigest()
+        parts.append(struct.pack(">Q", len(part)))
+        parts.append(part)
+    return hashlib.blake2b(b"".join(parts), key=key, digest_size=32).hexdigest()
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
@@ -366,8 +399,18 @@ def _open_existing(path: Path) -> sqlite3.Connection:
     return conn
 
 
+_POLICIES: dict[tuple[str, str], PolicyContext] = {}
+
+
 def _policy_at(repo: pygit2.Repository, commit: str) -> PolicyContext:
-    return policy_context(commit, store.policy_blob(repo, commit))
+    # A commit names its tree and so its policy blob exactly: safe to remember per commit.
+    cache_key = (str(repo.path), commit)
+    cached = _POLICIES.get(cache_key)
+    if cached is None:
+        if len(_POLICIES) > 64:
+            _POLICIES.clear()
+        cached = _POLICIES[cache_key] = policy_context(commit, store.policy_blob(repo, commit))
+    return cached
 
 
 def _missing_object(exc: Exception) -> Unavailable:
@@ -399,6 +442,52 @@ def open_index(
         raise _missing_object(exc) from exc
 
 
+# Open connections by index path: (file identity, SQLite data_version, index).  A cached
+# connection is reused only while the file is the same inode, unchanged in size and times, and
+# no other connection has committed to it; otherwise every check runs again.
+_OPEN: dict[str, tuple[tuple[int, ...], int, MemoryIndex]] = {}
+
+
+def _file_identity(path: Path) -> tuple[int, ...]:
+    info = os.lstat(path)
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+            info.st_mode, info.st_uid, info.st_nlink)  # fmt: skip
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _remember(path: Path, index: MemoryIndex) -> MemoryIndex:
+    old = _OPEN.get(str(path))
+    if old is not None and old[2].conn is not index.conn:
+        old[2].conn.close()
+    _OPEN[str(path)] = (_file_identity(path), _data_version(index.conn), index)
+    return index
+
+
+def _forget(path: Path) -> None:
+    old = _OPEN.pop(str(path), None)
+    if old is not None:
+        old[2].conn.close()
+
+
+def _cached(path: Path, key: bytes) -> sqlite3.Connection | None:
+    entry = _OPEN.get(str(path))
+    if entry is None:
+        return None
+    identity, version, index = entry
+    try:
+        same = identity == _file_identity(path) and index.key == key
+        same = same and version == _data_version(index.conn)
+    except (OSError, sqlite3.Error):
+        same = False
+    if not same:
+        _forget(path)
+        return None
+    return index.conn
+
+
 def _open_index(
     repo: pygit2.Repository, context: IndexContext, *, rebuild: bool = False
 ) -> MemoryIndex:
@@ -408,18 +497,22 @@ def _open_index(
     policy = _policy_at(repo, context.at_commit)
     refs = store.list_memory_refs(repo)
     if not rebuild and _check_private_file(path):
-        try:
-            conn = _open_existing(path)
-        except StaleIndex:
-            conn = None
+        conn = _cached(path, key)
+        if conn is None:
+            try:
+                conn = _open_existing(path)
+            except StaleIndex:
+                conn = None
         if conn is not None:
             try:
                 state = _refresh(repo, conn, key, context, policy, refs)
             except StaleIndex:
+                _forget(path)
                 conn.close()
             else:
-                return MemoryIndex(repo, conn, key, state, policy)
-    return _rebuild(repo, directory, key, context, policy, refs)
+                return _remember(path, MemoryIndex(repo, conn, key, state, policy))
+    _forget(path)
+    return _remember(path, _rebuild(repo, directory, key, context, policy, refs))
 
 
 def _rebuild(  # noqa: PLR0917 - internal, one call site
@@ -483,6 +576,7 @@ def _write_meta(
         "path": context.path,
         "policy_digest": policy.digest,
         "source_fingerprint": fingerprint,
+        "records": str(records),
     }
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
     return IndexState(context, policy.digest, fingerprint, records)
@@ -568,32 +662,65 @@ def row_values(row: Row) -> tuple[Any, ...]:
     )
 
 
+GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
+_GROUP_SQL = (
+    "SELECT lifecycle_rank, trust, kind, actor, count(*), max(content_bytes), max(data_bytes),"
+    " sum(search_units) FROM rows WHERE applicability = 'applicable' AND evidence = 'resolved'"
+)
+
+
+def _refresh_groups(
+    conn: sqlite3.Connection, key: bytes, keys: Iterable[tuple[Any, ...]] | None
+) -> None:
+    """Recompute the totals of the given classes (all classes when ``keys`` is None)."""
+    if keys is None:
+        conn.execute("DELETE FROM groups")
+        found = conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4").fetchall()
+    else:
+        found = []
+        for group in set(keys):
+            conn.execute(
+                "DELETE FROM groups WHERE lifecycle_rank = ? AND trust = ? AND kind = ?"
+                " AND actor = ?",
+                group,
+            )
+            found += conn.execute(
+                _GROUP_SQL + " AND lifecycle_rank = ? AND trust = ? AND kind = ? AND actor = ?"
+                " GROUP BY 1, 2, 3, 4",
+                group,
+            ).fetchall()
+    conn.executemany(
+        "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*values, _row_mac(key, values)) for values in found],
+    )
+
+
 def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> None:
+    touched: list[tuple[Any, ...]] = []
+    batch: dict[str, list[tuple[Any, ...]]] = {
+        "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
+    }  # fmt: skip
     for row in rows:
         if not fresh:
-            for table in ("rows", "topics", "paths", "tokens", "evidence_refs"):
+            touched += conn.execute(
+                "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
+            ).fetchall()
+            for table in batch:
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
         values = row_values(row)
-        conn.execute(
-            "INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*values, _row_mac(key, values)),
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO topics VALUES (?, ?)", [(row.id, t) for t in row.record.topics]
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO paths VALUES (?, ?)",
-            [(row.id, p.path) for p in row.anchor.paths],
-        )
+        touched.append((values[4], row.trust, row.kind, row.actor))
+        batch["rows"].append((*values, _row_mac(key, values)))
+        batch["topics"] += [(row.id, t) for t in row.record.topics]
+        batch["paths"] += [(row.id, p.path) for p in row.anchor.paths]
         text = row.record.content + "\n" + "\n".join(row.record.topics)
-        conn.executemany(
-            "INSERT OR IGNORE INTO tokens VALUES (?, ?)",
-            [(t, row.id) for t in lexical_tokens(text)],
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO evidence_refs VALUES (?, ?)",
-            [(e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")],
-        )
+        batch["tokens"] += [(t, row.id) for t in index_tokens(text)]
+        batch["evidence_refs"] += [
+            (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
+        ]
+    conn.executemany(f"INSERT INTO rows VALUES ({', '.join('?' * 17)})", batch["rows"])  # noqa: S608
+    for table in ("topics", "paths", "tokens", "evidence_refs"):
+        conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
+    _refresh_groups(conn, key, None if fresh else touched)
 
 
 # ------------------------------------------------------------------------- incremental
@@ -617,8 +744,7 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
         raise StaleIndex("stale: policy changed")
     fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
     if meta.get("source_fingerprint") == fingerprint:
-        records = int(conn.execute("SELECT count(*) FROM rows").fetchone()[0])
-        return IndexState(context, policy.digest, fingerprint, records)
+        return IndexState(context, policy.digest, fingerprint, int(meta.get("records", "0")))
     stored = {
         str(r): (str(h), int(c), str(last))
         for r, h, c, last in conn.execute("SELECT ref, head, count, last_id FROM sources")
@@ -807,6 +933,13 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
             expected[row.id] = (values, _row_mac(key, values))
         if stored != expected:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
+        stored_groups = sorted(tuple(g) for g in conn.execute("SELECT * FROM groups"))
+        fresh_groups = sorted(
+            (*values, _row_mac(key, values))
+            for values in conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4")
+        )
+        if stored_groups != fresh_groups:
+            raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
         if stored_ids != {m.memory_id for m in memories}:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
@@ -822,8 +955,10 @@ __all__ = [
     "ROW_COLUMNS",
     "IndexContext",
     "IndexState",
+    "IndexTampered",
     "MemoryIndex",
     "index_dir",
+    "index_tokens",
     "open_index",
     "recall_record",
     "row_values",

@@ -3,6 +3,11 @@ and its rows in recall order (hn-memory-v0.md §16.3–§16.5).
 
 The only SQL outside :mod:`palimpsest.hn.index`; every value is a bound parameter, and column
 names come from fixed tables here, never from a request.
+
+Speed: rows are walked in recall order along the ``rows_walk`` index, so a page costs about as
+many row reads as it returns; counts come from the per-class ``groups`` totals when the request
+filters only by lifecycle, trust, kind and actor, and otherwise from the postings of the first
+topic, term or path joined to the rows (never from a scan of every row).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, MemoryIndex
+from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +56,26 @@ _CONTENT = ROW_COLUMNS.index("content_bytes")
 _DATA = ROW_COLUMNS.index("data_bytes")
 _JSON = ROW_COLUMNS.index("json")
 _DEPS = ROW_COLUMNS.index("deps")
-_COLUMNS = ", ".join(ROW_COLUMNS)
+_COLUMNS = ", ".join("r." + c for c in ROW_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """SQL for the eligible set of a request (the WHERE clause and its parameters)."""
+    """The eligible set of a request as SQL over ``rows r`` (clause and parameters).
+
+    ``classes``/``class_args`` hold only the lifecycle, trust, kind and actor filters (for the
+    ``groups`` totals); ``driver`` names the postings table to count from when there are
+    topic, term or path filters.
+    """
 
     where: str
     args: tuple[Any, ...]
+    classes: str
+    class_args: tuple[Any, ...]
+    driver: tuple[str, str, str] | None  # (table, column, value)
+    simple: bool
+    rest: str = ""  # ``where`` without the driver's own clause
+    rest_args: tuple[Any, ...] = ()
 
 
 def selection(
@@ -74,51 +90,99 @@ def selection(
     tokens: Sequence[str],
 ) -> Selection:
     """Build the candidate filter of §16.3 (applicable, resolved evidence, then the filters)."""
-    clauses = ["applicability = 'applicable'", "evidence = 'resolved'"]
-    args: list[Any] = []
+    classes: list[str] = []
+    class_args: list[Any] = []
 
     def member(column: str, values: Sequence[Any]) -> None:
         if values:
-            clauses.append(f"{column} IN ({','.join('?' * len(values))})")
-            args.extend(values)
+            classes.append(f"{column} IN ({','.join('?' * len(values))})")
+            class_args.extend(values)
 
     member("lifecycle_rank", [LIFECYCLE_RANK[v] for v in lifecycles])
     member("trust", trusts)
     member("kind", kinds)
     member("actor", actors)
+    clauses = ["r.applicability = 'applicable'", "r.evidence = 'resolved'"]
+    clauses += ["r." + c for c in classes]
+    args: list[Any] = list(class_args)
     if subject:
-        clauses.append("(anchor_subject = ? OR applies_subject = ?)")
+        clauses.append("(r.anchor_subject = ? OR r.applies_subject = ?)")
         args += [subject, subject]
-    if path:
-        clauses.append("id IN (SELECT id FROM paths WHERE path = ?)")
-        args.append(path)
-    for topic in topics:
-        clauses.append("id IN (SELECT id FROM topics WHERE topic = ?)")
-        args.append(topic)
-    for token in tokens:
-        clauses.append("id IN (SELECT id FROM tokens WHERE token = ?)")
-        args.append(token)
-    return Selection(" AND ".join(clauses), tuple(args))
-
-
-_ORDER = "ORDER BY lifecycle_rank, timestamp DESC, id"
+    driver: tuple[str, str, str] | None = None
+    rest, rest_args = list(clauses), list(args)
+    for table, column, values in (
+        ("topics", "topic", topics),
+        ("tokens", "token", tokens),
+        ("paths", "path", [path] if path else []),
+    ):
+        for value in values:
+            clause = f"r.id IN (SELECT id FROM {table} WHERE {column} = ?)"  # noqa: S608
+            clauses.append(clause)
+            args.append(value)
+            if driver is None:
+                driver = (table, column, value)
+            else:
+                rest.append(clause)
+                rest_args.append(value)
+    return Selection(
+        " AND ".join(clauses),
+        tuple(args),
+        " AND ".join(classes) or "1",
+        tuple(class_args),
+        driver,
+        simple=driver is None and not subject,
+        rest=" AND ".join(rest),
+        rest_args=tuple(rest_args),
+    )
 
 
 def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int, int]:
-    """Number of eligible rows and the largest ``column`` (a byte size) among them."""
-    assert column in ("content_bytes", "data_bytes", "search_units")  # noqa: S101 - internal
-    row = index.conn.execute(
-        f"SELECT count(*), coalesce(max({column}), 0)"  # noqa: S608
-        f" FROM rows WHERE {sel.where}",
-        sel.args,
-    ).fetchone()
+    """Number of eligible rows and the largest ``column`` (a byte size) among them.
+
+    Raises:
+        IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
+    """
+    if sel.simple:
+        total, biggest = 0, 0
+        pick = 5 if column == "content_bytes" else 6
+        for *values, mac in index.conn.execute(
+            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
+            sel.class_args,
+        ):
+            if not index.row_valid(values, str(mac)):
+                raise IndexTampered("groups")
+            total += int(values[4])
+            biggest = max(biggest, int(values[pick]))
+        return total, biggest
+    if sel.driver is not None:
+        table, key, value = sel.driver
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM {table} d"  # noqa: S608
+            f" CROSS JOIN rows r ON r.id = d.id WHERE d.{key} = ? AND {sel.rest}",
+            (value, *sel.rest_args),
+        ).fetchone()
+    else:
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
+            sel.args,
+        ).fetchone()
     return int(row[0]), int(row[1])
 
 
 def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
     """``Σ(fieldUTF8Bytes + 1)`` over the grep surface of every eligible row."""
+    if sel.simple:
+        total = 0
+        for *values, mac in index.conn.execute(
+            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
+            sel.class_args,
+        ):
+            if not index.row_valid(values, str(mac)):
+                raise IndexTampered("groups")
+            total += int(values[7])
+        return total
     row = index.conn.execute(
-        f"SELECT coalesce(sum(search_units), 0) FROM rows WHERE {sel.where}",  # noqa: S608
+        f"SELECT coalesce(sum(r.search_units), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
         sel.args,
     ).fetchone()
     return int(row[0])
@@ -127,21 +191,11 @@ def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
 def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int, str, str] | None:
     """The sort key of ``memory`` if it is in the eligible set."""
     row = index.conn.execute(
-        f"SELECT lifecycle_rank, timestamp, id FROM rows WHERE {sel.where} AND id = ?",  # noqa: S608
+        f"SELECT r.lifecycle_rank, r.timestamp, r.id FROM rows r WHERE {sel.where}"  # noqa: S608
+        " AND r.id = ?",
         (*sel.args, memory),
     ).fetchone()
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
-
-
-def count_through(index: MemoryIndex, sel: Selection, key: tuple[int, str, str]) -> int:
-    """Number of eligible rows up to and including the row with sort ``key``."""
-    rank, stamp, mid = key
-    row = index.conn.execute(
-        f"SELECT count(*) FROM rows WHERE {sel.where} AND (lifecycle_rank < ? OR"  # noqa: S608
-        " (lifecycle_rank = ? AND (timestamp > ? OR (timestamp = ? AND id <= ?))))",
-        (*sel.args, rank, rank, stamp, stamp, mid),
-    ).fetchone()
-    return int(row[0])
 
 
 def candidates(
@@ -156,11 +210,14 @@ def candidates(
     if after is not None:
         rank, stamp, mid = after
         where += (
-            " AND (lifecycle_rank > ? OR (lifecycle_rank = ? AND"
-            " (timestamp < ? OR (timestamp = ? AND id > ?))))"
+            " AND (r.lifecycle_rank > ? OR (r.lifecycle_rank = ? AND"
+            " (r.timestamp < ? OR (r.timestamp = ? AND r.id > ?))))"
         )
         args += [rank, rank, stamp, stamp, mid]
-    sql = f"SELECT {_COLUMNS}, mac FROM rows WHERE {where} {_ORDER}"  # noqa: S608
+    sql = (
+        f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk WHERE {where}"  # noqa: S608
+        " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
+    )
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
@@ -173,7 +230,6 @@ __all__ = [
     "Selection",
     "candidates",
     "count_and_max",
-    "count_through",
     "position_after",
     "selection",
     "sum_search_units",

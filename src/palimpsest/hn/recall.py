@@ -24,12 +24,17 @@ import pygit2
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, Unavailable
-from palimpsest.hn.index import IndexContext, MemoryIndex, open_index, search_fields
+from palimpsest.hn.index import (
+    IndexContext,
+    IndexTampered,
+    MemoryIndex,
+    open_index,
+    search_fields,
+)
 from palimpsest.hn.index_query import (
     Candidate,
     candidates,
     count_and_max,
-    count_through,
     position_after,
     selection,
     sum_search_units,
@@ -120,8 +125,7 @@ def _selection_for(request: RecallRequest, *, lexical: bool) -> Any:
     )
 
 
-class _Tampered(Exception):
-    """A row failed its integrity check: rebuild the index and answer again."""
+_Tampered = IndexTampered  # a row or total failed its integrity check: rebuild, answer again
 
 
 def _checked(index: MemoryIndex, cand: Candidate) -> Candidate:
@@ -183,11 +187,9 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
             for cand in candidates(index, sel):
                 if cand.content_bytes > request.max_content_bytes:
                     raise _too_big(cand.id, "content")
-        before = count_through(index, sel, after) if after is not None else 0
         fetched = list(candidates(index, sel, after=after, limit=request.max_records + 1))
-        page, _ = _page(fetched, "content", request)
+        page, truncated = _page(fetched, "content", request)
         page = [_checked(index, cand) for cand in page]
-        truncated = before + len(page) < matched
         cursor = encode_cursor(digest, page[-1].id) if truncated and page else ""
         return RecallResult(
             digest,
