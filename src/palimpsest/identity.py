@@ -191,20 +191,14 @@ def new_identity(name: str) -> Identity:
     return identity_from_seed(name, os.urandom(32))
 
 
-_NAME_FORBIDDEN = frozenset("<>")
-
-
 def check_name(name: str) -> str:
     """Validate a display name as ``actorName`` (hn-memory-v0.md §3) usable in a Git ident."""
     if is_blank(name):
         raise InvalidInput("identity name must not be blank", code="invalid-name")
     if len(name.encode("utf-8")) > 256:
         raise InvalidInput("identity name exceeds 256 bytes", code="invalid-name")
-    if has_control(name) or any(c in _NAME_FORBIDDEN for c in name):
-        raise InvalidInput(
-            "identity name must not hold control characters or angle brackets",
-            code="invalid-name",
-        )
+    if has_control(name):
+        raise InvalidInput("identity name must not hold control characters", code="invalid-name")
     return name
 
 

@@ -359,7 +359,7 @@ def test_identity_refuses_symlinks_and_loose_modes(tmp_path: Path, capsysbinary:
     assert "mode 0600" in refused(pal(capsysbinary, "id", "--repo", str(path), "show"))
 
 
-@pytest.mark.parametrize("name", ["", "   ", "A\x1bB", "<root>", "x" * 257])
+@pytest.mark.parametrize("name", ["", "   ", "A\x1bB", "<>", " ... ", "x" * 257])
 def test_identity_name_rules(tmp_path: Path, capsysbinary: Cap, name: str) -> None:
     path = tmp_path / "w"
     new_repo(path)

@@ -463,3 +463,30 @@ def test_commit_time_offsets() -> None:
 )
 def test_ident_name_trims_crud_like_git(name: str, expected: str) -> None:
     assert store.ident_name(name) == expected
+
+
+@pytest.mark.parametrize("name", ["<>", " ... ", ";'\""])
+def test_ident_name_refuses_what_git_refuses(name: str) -> None:
+    with pytest.raises(InvalidInput):
+        store.ident_name(name)
+
+
+def test_angle_brackets_in_name_match_git_commit_tree(tmp_path: Path) -> None:
+    import subprocess
+
+    from palimpsest.identity import identity_from_seed
+
+    dave = identity_from_seed("Dave <ops> & Co", bytes(range(96, 128)))
+    repo = new_repo(tmp_path / "r")
+    record = build_record(kind="decision", content="c", anchor=Anchor(head_commit(repo)), applies="exact")
+    memory = append(repo, dave, operation="record", record=record, timestamp="2026-09-01T12:00:00Z")
+    tree = str(repo[pygit2.Oid(hex=memory.commit)].tree.id)
+    env = {"GIT_AUTHOR_NAME": dave.name, "GIT_AUTHOR_EMAIL": f"{dave.actor[:12]}@hn.invalid",
+           "GIT_COMMITTER_NAME": dave.name, "GIT_COMMITTER_EMAIL": f"{dave.actor[:12]}@hn.invalid",
+           "GIT_AUTHOR_DATE": "2026-09-01T12:00:00Z", "GIT_COMMITTER_DATE": "2026-09-01T12:00:00Z",
+           "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    by_git = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "commit-tree", tree, "-m", f"hn memory {memory.memory_id}"],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    assert by_git == memory.commit

@@ -377,18 +377,23 @@ def stream_head(repo: pygit2.Repository, actor: str, stream: str) -> StreamHead:
     return StreamHead(name, head, envelope.sequence + 1, memory_id(payload))
 
 
-_CRUD = frozenset(" ,.:;<>\"\\'")
+_CRUD = frozenset(".,:;<>\"\\'")
 
 
 def ident_name(name: str) -> str:
-    """The Git ident name Git would write for ``name`` (leading and trailing "crud" removed)."""
+    """The ident name Git writes for ``name`` (``git commit-tree``): leading and trailing "crud"
+    (controls, space and ``.,:;<>"\\'``) trimmed, then every ``<``, ``>`` and LF removed.
+
+    Raises:
+        InvalidInput: nothing is left (Git refuses an empty ident name).
+    """
     start, end = 0, len(name)
     while start < end and (name[start] <= " " or name[start] in _CRUD):
         start += 1
     while end > start and (name[end - 1] <= " " or name[end - 1] in _CRUD):
         end -= 1
-    trimmed = name[start:end]
-    if not trimmed or "<" in trimmed or ">" in trimmed or "\n" in trimmed:
+    trimmed = name[start:end].replace("<", "").replace(">", "").replace("\n", "")
+    if not trimmed:
         raise InvalidInput("actor name cannot be written as a Git author", code="invalid-name")
     return trimmed
 
