@@ -39,6 +39,7 @@ CAS_FAILED = "compare-and-swap failed; reload and retry with a newly signed enve
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BLOB_MODE = 0o100644
+_HEX_LEN = 40
 _OBJ_COMMIT = pygit2.enums.ObjectType.COMMIT
 _OBJ_BLOB = pygit2.enums.ObjectType.BLOB
 _OBJ_TREE = pygit2.enums.ObjectType.TREE
@@ -500,10 +501,11 @@ class RepoProbe:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self._repo = repo
-        self._hex_len = len(str(repo.head.target)) if not repo.head_is_unborn else None
 
     def _oid(self, hexid: str) -> pygit2.Oid | None:
-        if self._hex_len is not None and len(hexid) != self._hex_len:
+        # libgit2 as bundled with pygit2 opens SHA-1 repositories only (open_repository refuses
+        # SHA-256 ones), so a 64-hex ID can never name an object here.
+        if len(hexid) != _HEX_LEN:
             return None
         try:
             return pygit2.Oid(hex=hexid)
