@@ -406,3 +406,26 @@ def test_decode_envelope_of_cli_written_memory(repo: Path, capsysbinary: Cap) ->
     ]
     assert decode_envelope(found.payload) == found.envelope
     assert b"\\u003cx\\u003e \\u0026 \\u2028" in found.payload and "é".encode() in found.payload
+
+
+def test_legacy_nh_namespace_is_ignored(tmp_path: Path, capsysbinary: Cap) -> None:
+    """§24 item 20: refs/nh/*, .git/nh/* and .nh/policy.json are neither read nor migrated."""
+    path = tmp_path / "w"
+    repo = new_repo(path)
+    (path / ".git" / "nh").mkdir()
+    (path / ".git" / "nh" / "active-identity").write_text(ALICE.actor + "\n")
+    assert "no active identity" in refused(pal(capsysbinary, "id", "--repo", str(path), "show"))
+    base = head_commit(repo)
+    policy = b'{"version":"nh.policy/0","maintainers":[],"memory":{"trustedActors":[],"trustedKinds":[]}}'
+    builder = repo.TreeBuilder(repo[pygit2.Oid(hex=base)].tree)
+    nh = repo.TreeBuilder()
+    nh.insert("policy.json", repo.create_blob(policy), pygit2.enums.FileMode.BLOB)
+    builder.insert(".nh", nh.write(), pygit2.enums.FileMode.TREE)
+    who = pygit2.Signature("B", "b@example.invalid", 1_700_000_100, 0)
+    repo.create_commit("refs/heads/main", who, who, "legacy policy\n", builder.write(), [pygit2.Oid(hex=base)])
+    doc = tmp_path / "alice.json"
+    doc.write_bytes(export_document(ALICE))
+    assert pal(capsysbinary, "id", "--repo", str(path), "import", str(doc)).code == 0
+    out = record(capsysbinary, path, "legacy check")
+    shown = json.loads(mem(capsysbinary, path, "show", out["memoryId"], "--json").out)
+    assert shown["projection"]["trust"] == "policy-missing"
