@@ -34,7 +34,6 @@ from palimpsest.canonical import decode, encode
 from palimpsest.errors import InvalidInput, NotFound, Unavailable
 from palimpsest.text import has_control, is_blank
 
-_B64_RE = re.compile(r"[A-Za-z0-9+/]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 # Curve25519 in twisted Edwards form (RFC 8032 §5.1).
@@ -51,17 +50,20 @@ def b64_nopad(data: bytes) -> str:
 def b64_nopad_decode(text: str, length: int, what: str) -> bytes:
     """Decode canonical unpadded base64 of exactly ``length`` bytes.
 
+    Canonical means: standard alphabet, no padding, no whitespace or stray characters, and no
+    non-zero trailing bits — the re-encoding must reproduce ``text`` exactly.
+
     Raises:
         InvalidInput: code ``invalid-encoding`` when the text is not the canonical encoding.
     """
     expected_chars = (length * 4 + 2) // 3
-    if len(text) != expected_chars or not _B64_RE.fullmatch(text):
+    if len(text) != expected_chars or not text.isascii():
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding")
     try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+        raw = binascii.a2b_base64(text + "=" * (-len(text) % 4), strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding") from exc
-    if len(raw) != length or b64_nopad(raw) != text:
+    if len(raw) != length or binascii.b2a_base64(raw, newline=False).rstrip(b"=") != text.encode():
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding")
     return raw
 
