@@ -71,62 +71,22 @@ ACTORS = [
     )
 ]
 KINDS = ["observation", "decision", "verification", "attempt", "handoff", "assumption"]
-WORDS = [
-    "stream",
-    "isolation",
-    "index",
-    "recall",
-    "verify",
-    "signature",
-    "policy",
-    "anchor",
-    "commit",
-    "handoff",
-    "decision",
-    "memory",
-    "replication",
-    "quarantine",
-    "cursor",
-    "bound",
-    "topic",
-    "lexical",
-    "regex",
-    "grep",
-    "evidence",
-    "lifecycle",
-    "supersede",
-    "retract",
-    "challenge",
-    "trust",
-    "qualified",
-    "actor",
-    "kind",
-    "projection",
-    "applicability",
-    "descendant",
-    "exact",
-    "subject",
-    "path",
-    "blob",
-    "tree",
-    "ref",
-    "promote",
-    "fetch",
-    "sync",
-    "shallow",
-    "budget",
-    "token",
-    "digest",
-    "fingerprint",
-    "deterministic",
-    "inert",
-    "warning",
-    "escape",
-    "unicode",
-    "東京",
-    "café",
-    "résumé",
-]
+_REAL_WORDS = " ".join(
+    (
+        "stream isolation index recall verify signature policy anchor commit handoff decision",
+        "memory replication quarantine cursor bound topic lexical regex grep evidence lifecycle",
+        "supersede retract challenge trust qualified actor kind projection applicability",
+        "descendant exact subject path blob tree ref promote fetch sync shallow budget token",
+        "digest fingerprint deterministic inert warning escape unicode 東京 café résumé",
+    )
+).split(" ")
+_SYLLABLES = [a + b for a in "kmnrstvpdzfbg" for b in "aeiou"][:20]
+# A Zipf-like vocabulary of 5,000 words: synthetic words plus the real ones spread over ranks
+# 40..2,000, so query terms are as selective as in real notes (not all in half the records).
+WORDS = [a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES][:5000]
+for _rank, _word in enumerate(_REAL_WORDS):
+    WORDS[40 + _rank * 37] = _word
+WEIGHTS = [1.0 / (rank + 10) for rank in range(len(WORDS))]
 TOPICS = [f"topic-{i:02d}" for i in range(50)]
 
 
@@ -178,7 +138,7 @@ class Writer:
             if own and roll < 0.07:
                 operation, target = "supersede", own.pop(rng.randrange(len(own)))
             kind = rng.choice(KINDS)
-            words = rng.choices(WORDS, k=rng.randint(15, 80))
+            words = rng.choices(WORDS, weights=WEIGHTS, k=rng.randint(15, 80))
             record = Record(
                 kind=kind,
                 content=" ".join(words),

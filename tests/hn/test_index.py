@@ -139,7 +139,7 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
         [
             "INSERT INTO rows SELECT 'sha256:' || hex(randomblob(32)), actor, kind, lifecycle,"
             " lifecycle_rank, trust, applicability, evidence, '9999', anchor_subject,"
-            " applies_subject, content_bytes, data_bytes, search_units, json, deps, mac"
+            " applies_subject, content_bytes, data_bytes, search_units, json, deps, fields, mac"
             " FROM rows LIMIT 1"
         ],
     ],

@@ -53,7 +53,7 @@ from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.projection import Row, dependency_wire, project, row_parts
 from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/4"
+FORMAT = "pal-hn-memory-index/5"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -87,6 +87,7 @@ _SCHEMA = (
     " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
     " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
     " search_units INTEGER NOT NULL, json BLOB NOT NULL, deps BLOB NOT NULL,"
+    " fields BLOB NOT NULL,"
     " mac TEXT NOT NULL) STRICT",
     # Walks eligible rows in recall order (§16.4) whatever the other filters are.
     "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
@@ -358,8 +359,11 @@ class MemoryIndex:
 ROW_COLUMNS = (
     "id", "actor", "kind", "lifecycle", "lifecycle_rank", "trust", "applicability", "evidence",
     "timestamp", "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
-    "search_units", "json", "deps",
+    "search_units", "json", "deps", "fields",
 )  # fmt: skip
+
+
+_INSERT_ROW = "INSERT INTO rows VALUES (" + ", ".join("?" * (len(ROW_COLUMNS) + 1)) + ")"  # noqa: S608
 
 
 def _row_mac(key: bytes, values: Sequence[Any]) -> str:
@@ -641,7 +645,8 @@ def row_values(row: Row) -> tuple[Any, ...]:
     """The stored columns of a projected row, in :data:`ROW_COLUMNS` order."""
     record = recall_record(row)
     data = record["data"]
-    units = sum(len(value.encode("utf-8")) + 1 for _, value in search_fields(data))
+    fields = search_fields(data)
+    units = sum(len(value.encode("utf-8")) + 1 for _, value in fields)
     return (
         row.id,
         row.actor,
@@ -659,6 +664,7 @@ def row_values(row: Row) -> tuple[Any, ...]:
         units,
         encode(record),
         encode([dependency_wire(d) for d in row.dependencies]),
+        encode([value for _, value in fields]),  # the grep surface, in search_fields order
     )
 
 
@@ -717,7 +723,7 @@ def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fr
         batch["evidence_refs"] += [
             (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
         ]
-    conn.executemany(f"INSERT INTO rows VALUES ({', '.join('?' * 17)})", batch["rows"])  # noqa: S608
+    conn.executemany(_INSERT_ROW, batch["rows"])
     for table in ("topics", "paths", "tokens", "evidence_refs"):
         conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
     _refresh_groups(conn, key, None if fresh else touched)

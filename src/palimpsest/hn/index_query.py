@@ -188,6 +188,34 @@ def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
     return int(row[0])
 
 
+def scan_fields(index: MemoryIndex, sel: Selection) -> Iterator[tuple[str, int, bytes]]:
+    """``(id, data_bytes, fields JSON)`` of every eligible row in recall order (for grep).
+
+    Unverified: grep re-checks the rows it returns against their MAC-verified JSON.
+    """
+    sql = (
+        f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk WHERE {sel.where}"  # noqa: S608
+        " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
+    )
+    for mid, data_bytes, fields in index.conn.execute(sql, sel.args):
+        yield str(mid), int(data_bytes), bytes(fields)
+
+
+def rows_by_id(index: MemoryIndex, ids: Sequence[str]) -> list[Candidate]:
+    """The full rows of ``ids``, in the order given."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    found = {
+        str(values[0]): Candidate(tuple(values), str(mac))
+        for *values, mac in index.conn.execute(
+            f"SELECT {_COLUMNS}, r.mac FROM rows r WHERE r.id IN ({marks})",  # noqa: S608
+            tuple(ids),
+        )
+    }
+    return [found[i] for i in ids if i in found]
+
+
 def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int, str, str] | None:
     """The sort key of ``memory`` if it is in the eligible set."""
     row = index.conn.execute(
@@ -231,6 +259,8 @@ __all__ = [
     "candidates",
     "count_and_max",
     "position_after",
+    "rows_by_id",
+    "scan_fields",
     "selection",
     "sum_search_units",
 ]

@@ -36,6 +36,8 @@ from palimpsest.hn.index_query import (
     candidates,
     count_and_max,
     position_after,
+    rows_by_id,
+    scan_fields,
     selection,
     sum_search_units,
 )
@@ -246,24 +248,35 @@ def _grep_once(
         last = decode_cursor(request.cursor, digest, grep=True) if request.cursor else ""
         sel = _selection_for(request, lexical=False)
         check_work(pattern.instructions, sum_search_units(index, sel))
-        hits: list[Candidate] = []
-        fields: list[tuple[tuple[str, str], ...]] = []
-        for cand in candidates(index, sel):
-            found = _field_matches(pattern, cand)
-            if found:
-                hits.append(cand)
-                fields.append(found)
-        for cand in hits:
-            if cand.data_bytes > request.max_content_bytes:
-                raise _too_big(cand.id, "data")
+        hits: list[tuple[str, int]] = []
+        for mid, data_bytes, fields in scan_fields(index, sel):
+            values = json.loads(fields)
+            if any(pattern.matches(value.encode("utf-8")) for value in values):
+                hits.append((mid, data_bytes))
+        for mid, data_bytes in hits:
+            if data_bytes > request.max_content_bytes:
+                raise _too_big(mid, "data")
         start = 0
         if last:
-            ids = [cand.id for cand in hits]
+            ids = [mid for mid, _ in hits]
             if last not in ids:
                 raise _cursor_error("grep")
             start = ids.index(last) + 1
-        page, truncated = _page(hits[start:], "data", request)
-        page = [_checked(index, cand) for cand in page]
+        page_ids: list[str] = []
+        used = 0
+        for mid, data_bytes in hits[start:]:
+            if (
+                len(page_ids) >= request.max_records
+                or used + data_bytes > request.max_content_bytes
+            ):
+                break
+            page_ids.append(mid)
+            used += data_bytes
+        truncated = start + len(page_ids) < len(hits)
+        page = [_checked(index, cand) for cand in rows_by_id(index, page_ids)]
+        matches = [_field_matches(pattern, cand) for cand in page]
+        if len(page) != len(page_ids) or not all(matches):
+            raise _Tampered("grep fields")  # the unverified surface disagreed with the row
         cursor = encode_cursor(digest, page[-1].id, grep=True) if truncated and page else ""
         return RecallResult(
             digest,
@@ -272,7 +285,7 @@ def _grep_once(
             cursor,
             tuple(c.json for c in page),
             _dependencies(page),
-            tuple(fields[start : start + len(page)]),
+            tuple(matches),
         )
 
 
