@@ -547,8 +547,8 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
             subject=context.subject,
             path=context.path,
         )
-        _write_rows(conn, key, projection.rows, fresh=True)
-        state = _write_meta(conn, context, policy, refs)
+        records = _write_rows(conn, key, projection.rows, fresh=True)
+        state = _write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
         conn.close()
         for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
@@ -570,9 +570,9 @@ def _write_meta(
     context: IndexContext,
     policy: PolicyContext,
     refs: Sequence[store.MemoryRef],
+    records: int,
 ) -> IndexState:
     fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-    records = int(conn.execute("SELECT count(*) FROM rows").fetchone()[0])
     values = {
         "format": FORMAT,
         "at_commit": context.at_commit,
@@ -599,9 +599,9 @@ def _store_entries(
         "INSERT INTO entries VALUES (?, ?, ?, ?)",
         [(ref.name, m.envelope.sequence, m.memory_id, m.commit) for m in stream],
     )
-    total = int(
-        conn.execute("SELECT count(*) FROM entries WHERE ref = ?", (ref.name,)).fetchone()[0]
-    )
+    # Sequences are 1..n without gaps (verified), so the largest is the count: O(log n).
+    top = conn.execute("SELECT max(sequence) FROM entries WHERE ref = ?", (ref.name,)).fetchone()
+    total = int(top[0] or 0)
     last = stream[-1].memory_id if stream else ""
     if not stream:
         row = conn.execute(
@@ -701,16 +701,22 @@ def _refresh_groups(
     )
 
 
-def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> None:
+def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
+    """Write (or rewrite) rows and their postings; return how many rows are new."""
+    added = 0
     touched: list[tuple[Any, ...]] = []
     batch: dict[str, list[tuple[Any, ...]]] = {
         "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
     }  # fmt: skip
     for row in rows:
-        if not fresh:
-            touched += conn.execute(
+        if fresh:
+            added += 1
+        else:
+            old = conn.execute(
                 "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
             ).fetchall()
+            added += not old
+            touched += old
             for table in batch:
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
         values = row_values(row)
@@ -727,6 +733,7 @@ def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fr
     for table in ("topics", "paths", "tokens", "evidence_refs"):
         conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
     _refresh_groups(conn, key, None if fresh else touched)
+    return added
 
 
 # ------------------------------------------------------------------------- incremental
@@ -771,6 +778,7 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
                 raise StaleIndex("stale: a stream was rewritten")
             suffix = loaded
         changed.append((ref, suffix))
+    records = int(meta.get("records", "0"))
     conn.execute("BEGIN")
     try:
         new_ids: list[str] = []
@@ -778,8 +786,8 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
             _store_entries(conn, ref, suffix, replace_all=False)
             new_ids += _store_envelopes(conn, suffix)
         if new_ids:
-            _reproject(repo, conn, key, context, policy, new_ids)
-        state = _write_meta(conn, context, policy, refs)
+            records += _reproject(repo, conn, key, context, policy, new_ids)
+        state = _write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -828,8 +836,9 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
     context: IndexContext,
     policy: PolicyContext,
     new_ids: Sequence[str],
-) -> None:
-    """Re-project the rows a set of new memories can change (see the module docstring)."""
+) -> int:
+    """Re-project the rows a set of new memories can change (see the module docstring);
+    return how many rows are new."""
     new = _load_memories(conn, new_ids)
     affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
     affected |= {m.envelope.target for m in new if m.envelope.target}
@@ -842,7 +851,7 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
         sorted(affected),
     )
     if not affected:
-        return
+        return 0
     ordered = sorted(affected)
     # The memories those rows depend on: themselves, everything targeting them, their own
     # targets, and the memories their evidence names.
@@ -870,7 +879,7 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
         path=context.path,
     )
     rows = [row for row in projection.rows if row.id in affected]
-    _write_rows(conn, key, rows, fresh=False)
+    return _write_rows(conn, key, rows, fresh=False)
 
 
 # ------------------------------------------------------------------------- verify
@@ -937,7 +946,7 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         for row in projection.rows:
             values = row_values(row)
             expected[row.id] = (values, _row_mac(key, values))
-        if stored != expected:
+        if stored != expected or meta.get("records") != str(len(expected)):
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_groups = sorted(tuple(g) for g in conn.execute("SELECT * FROM groups"))
         fresh_groups = sorted(
