@@ -64,18 +64,18 @@ class Selection:
     """The eligible set of a request as SQL over ``rows r`` (clause and parameters).
 
     ``classes``/``class_args`` hold only the lifecycle, trust, kind and actor filters (for the
-    ``groups`` totals); ``driver`` names the postings table to count from when there are
-    topic, term or path filters.
+    ``groups`` totals); ``postings`` lists the topic, term and path filters, the rarest of
+    which drives counting.
     """
 
     where: str
     args: tuple[Any, ...]
     classes: str
     class_args: tuple[Any, ...]
-    driver: tuple[str, str, str] | None  # (table, column, value)
     simple: bool
-    rest: str = ""  # ``where`` without the driver's own clause
-    rest_args: tuple[Any, ...] = ()
+    base: str = ""  # ``where`` without any postings clause
+    base_args: tuple[Any, ...] = ()
+    postings: tuple[tuple[str, str, str], ...] = ()  # every (table, column, value) filter
 
 
 def selection(
@@ -108,32 +108,61 @@ def selection(
     if subject:
         clauses.append("(r.anchor_subject = ? OR r.applies_subject = ?)")
         args += [subject, subject]
-    driver: tuple[str, str, str] | None = None
-    rest, rest_args = list(clauses), list(args)
-    for table, column, values in (
-        ("topics", "topic", topics),
-        ("tokens", "token", tokens),
-        ("paths", "path", [path] if path else []),
-    ):
-        for value in values:
-            clause = f"r.id IN (SELECT id FROM {table} WHERE {column} = ?)"  # noqa: S608
-            clauses.append(clause)
-            args.append(value)
-            if driver is None:
-                driver = (table, column, value)
-            else:
-                rest.append(clause)
-                rest_args.append(value)
+    base, base_args = " AND ".join(clauses), tuple(args)
+    postings = tuple(
+        (table, column, value)
+        for table, column, values in (
+            ("topics", "topic", topics),
+            ("tokens", "token", tokens),
+            ("paths", "path", [path] if path else []),
+        )
+        for value in values
+    )
+    for table, column, value in postings:
+        clauses.append(_posting_clause(table, column))
+        args.append(value)
     return Selection(
         " AND ".join(clauses),
         tuple(args),
         " AND ".join(classes) or "1",
         tuple(class_args),
-        driver,
-        simple=driver is None and not subject,
-        rest=" AND ".join(rest),
-        rest_args=tuple(rest_args),
+        simple=not postings and not subject,
+        base=base,
+        base_args=base_args,
+        postings=postings,
     )
+
+
+def _posting_clause(table: str, column: str) -> str:
+    return f"r.id IN (SELECT id FROM {table} WHERE {column} = ?)"  # noqa: S608
+
+
+_PROBE = 1 << 16  # postings are counted up to here when choosing the rarest filter term
+
+
+def _rarest(
+    index: MemoryIndex, sel: Selection
+) -> tuple[tuple[str, str, str], str, tuple[Any, ...]]:
+    """The posting filter with the fewest entries, and the WHERE clause for the others."""
+    best = sel.postings[0]
+    if len(sel.postings) > 1:
+        sizes = []
+        for table, column, value in sel.postings:
+            row = index.conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {column} = ? LIMIT ?)",  # noqa: S608
+                (value, _PROBE),
+            ).fetchone()
+            sizes.append(int(row[0]))
+        best = sel.postings[sizes.index(min(sizes))]
+    clauses, args = [sel.base], list(sel.base_args)
+    skipped = False
+    for item in sel.postings:
+        if item == best and not skipped:
+            skipped = True
+            continue
+        clauses.append(_posting_clause(item[0], item[1]))
+        args.append(item[2])
+    return best, " AND ".join(clauses), tuple(args)
 
 
 def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int, int]:
@@ -154,12 +183,12 @@ def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int,
             total += int(values[4])
             biggest = max(biggest, int(values[pick]))
         return total, biggest
-    if sel.driver is not None:
-        table, key, value = sel.driver
+    if sel.postings:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
         row = index.conn.execute(
             f"SELECT count(*), coalesce(max(r.{column}), 0) FROM {table} d"  # noqa: S608
-            f" CROSS JOIN rows r ON r.id = d.id WHERE d.{key} = ? AND {sel.rest}",
-            (value, *sel.rest_args),
+            f" CROSS JOIN rows r ON r.id = d.id WHERE d.{key} = ? AND {rest}",
+            (value, *rest_args),
         ).fetchone()
     else:
         row = index.conn.execute(
