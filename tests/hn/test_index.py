@@ -277,3 +277,25 @@ def test_another_context_rebuilds_for_that_context(
     assert only_here.memory_id not in _recall_ids(repo)
     result = recall(repo, normalize_request(at_commit=old))
     assert only_here.memory_id in [json.loads(r)["id"] for r in result.records]
+
+
+def test_index_commands_on_the_fixture(fixture_repo: Path) -> None:
+    from tests.hn.recall_helpers import pal
+
+    rebuilt = pal(fixture_repo, "index", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.stdout == (
+        f"Memory index rebuild: version 0, source {FIXTURE_SOURCE}, records 7\n".encode()
+    )
+    verified = pal(fixture_repo, "index", "verify", "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout) == {
+        "version": 0, "operation": "verify", "sourceFingerprint": FIXTURE_SOURCE, "records": 7,
+    }  # fmt: skip
+    conn = sqlite3.connect(Path(fixture_repo) / ".git" / "hn" / "memory" / INDEX_NAME)
+    conn.execute("UPDATE rows SET trust = 'qualified'")
+    conn.commit()
+    conn.close()
+    stale = pal(fixture_repo, "index", "verify")
+    assert stale.returncode == 1 and stale.stdout == b""
+    assert stale.stderr == b"pal: memory index stale: derived projection changed\n"
