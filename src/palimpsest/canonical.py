@@ -181,11 +181,14 @@ def decode_then_compare(data: bytes) -> JSONValue:
     except UnicodeDecodeError as exc:
         raise _refuse("input is not valid UTF-8") from exc
     try:
-        return _PLAIN.decode(text)
+        value, end = _PLAIN.raw_decode(text)
     except RecursionError as exc:
         raise _refuse("nesting is too deep") from exc
     except ValueError as exc:  # JSONDecodeError and int() digit limits
         raise _refuse("syntax error") from exc
+    if end != len(text):
+        raise _refuse("trailing data after the JSON value")
+    return value
 
 
 def decode_canonical(data: bytes, *, max_bytes: int | None = None) -> JSONValue:

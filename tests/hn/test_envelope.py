@@ -49,9 +49,8 @@ def _rejects(data: bytes, code: str | None = None) -> InvalidInput:
 def test_trailing_lf_and_trailing_value_rejected() -> None:
     data = payload(golden_wire())
     # Upstream reports either "invalid memory JSON" or "memory JSON is not canonical" (§2).
-    assert _rejects(data + b"\n").code == "non-canonical"
-    assert _rejects(data + b"{}").code == "invalid-json"
-    assert _rejects(data + b" ").code == "non-canonical"
+    for tail in (b"\n", b"{}", b" ", b"\x00"):
+        assert _rejects(data + tail).code in {"invalid-json", "non-canonical"}
 
 
 @pytest.mark.parametrize(
