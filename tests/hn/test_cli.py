@@ -429,3 +429,20 @@ def test_legacy_nh_namespace_is_ignored(tmp_path: Path, capsysbinary: Cap) -> No
     out = record(capsysbinary, path, "legacy check")
     shown = json.loads(mem(capsysbinary, path, "show", out["memoryId"], "--json").out)
     assert shown["projection"]["trust"] == "policy-missing"
+
+
+def test_demo_runs_and_cleans_up(capsysbinary: Cap, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = pal(capsysbinary, "demo", "--json")
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    assert len(summary["steps"]) == 7
+    lifecycles = sorted(row["lifecycle"] for row in summary["rows"])
+    assert lifecycles == ["active", "active", "active", "retracted", "superseded"]
+    trusts = sorted(row["trust"] for row in summary["rows"])
+    assert trusts == ["actor-untrusted", "qualified", "qualified", "qualified", "qualified"]
+    assert list(tmp_path.iterdir()) == []  # the throw-away repository is gone
+    assert b"\x1b" not in result.out  # Bob's ESC bytes stay escaped inside JSON strings
