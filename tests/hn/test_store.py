@@ -490,3 +490,21 @@ def test_angle_brackets_in_name_match_git_commit_tree(tmp_path: Path) -> None:
         env=env, check=True, capture_output=True, text=True,
     ).stdout.strip()  # fmt: skip
     assert by_git == memory.commit
+
+
+def test_append_after_git_gc_packs_the_ref(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = new_repo(tmp_path / "r")
+    record = build_record(kind="decision", content="c", anchor=Anchor(head_commit(repo)), applies="exact")
+    first = append(repo, ALICE, operation="record", record=record)
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "gc", "-q"], check=True)
+    assert not (Path(repo.path) / store.local_ref_name(A, "sha256:" + S)).exists()  # packed now
+    repo = store.open_repository(tmp_path / "r")
+    second = append(repo, ALICE, operation="record", record=record)
+    loaded = store.collect(repo)
+    assert [m.memory_id for m in loaded] == [first.memory_id, second.memory_id]
+    stale = store.StreamHead(store.local_ref_name(A, "sha256:" + S), first.commit, 2, first.memory_id)
+    payload, envelope = _signed_next(stale, head_commit(repo))
+    with pytest.raises(Conflict):
+        store.append_memory(repo, payload, sign_text(ALICE.sign(payload)), envelope, stale)
