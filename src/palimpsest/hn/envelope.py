@@ -521,6 +521,20 @@ def _key_actor(public_key: str) -> str:
     return fingerprint(raw_key)
 
 
+@lru_cache(maxsize=4096)
+def _check_author(actor: str, name: str, public_key: str, stream: str) -> None:
+    """The fields every entry of a stream repeats; checked once per distinct combination
+    (exceptions are not cached, so an invalid combination is refused every time)."""
+    if not HEX64.fullmatch(actor):
+        raise _bad("actor must be 64 lower-case hex characters")
+    if is_blank(name) or blen(name) > MAX_ACTOR_NAME_BYTES or has_control(name):
+        raise _bad("actorName must be 1 to 256 bytes without control characters")
+    if _key_actor(public_key) != actor:
+        raise _bad("actor is not the fingerprint of publicKey")
+    if not FULL_ID.fullmatch(stream):
+        raise _bad("stream must be a full sha256: ID")
+
+
 def validate_envelope(envelope: Envelope) -> None:
     """Check every envelope rule of §3–§6, including actor = fingerprint(publicKey).
 
@@ -534,15 +548,7 @@ def validate_envelope(envelope: Envelope) -> None:
         raise _bad("protocol must be hn-memory/0", "unsupported-protocol")
     if envelope.operation not in OPERATIONS:
         raise _bad("operation must be record, supersede, retract or challenge")
-    if not HEX64.fullmatch(envelope.actor):
-        raise _bad("actor must be 64 lower-case hex characters")
-    name = envelope.actor_name
-    if is_blank(name) or blen(name) > MAX_ACTOR_NAME_BYTES or has_control(name):
-        raise _bad("actorName must be 1 to 256 bytes without control characters")
-    if _key_actor(envelope.public_key) != envelope.actor:
-        raise _bad("actor is not the fingerprint of publicKey")
-    if not FULL_ID.fullmatch(envelope.stream):
-        raise _bad("stream must be a full sha256: ID")
+    _check_author(envelope.actor, envelope.actor_name, envelope.public_key, envelope.stream)
     if not 1 <= envelope.sequence <= MAX_SEQUENCE:
         raise _bad("sequence must be at least 1")
     if not valid_timestamp(envelope.timestamp):
