@@ -13,6 +13,7 @@ import pygit2
 import pytest
 
 from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
+from palimpsest.hn import index as index_module
 from palimpsest.hn import store
 from palimpsest.hn.index import INDEX_NAME, KEY_NAME, IndexContext, open_index, verify_index
 from palimpsest.hn.recall import recall
@@ -62,7 +63,13 @@ def test_modes_and_layout(repo: pygit2.Repository) -> None:
         assert stat.S_IMODE(os.lstat(directory).st_mode) == 0o700
     for name in (INDEX_NAME, KEY_NAME):
         assert stat.S_IMODE(os.lstat(base / "memory" / name).st_mode) == 0o600
-    assert sorted(os.listdir(base / "memory")) == sorted([INDEX_NAME, KEY_NAME])
+    names = set(os.listdir(base / "memory"))
+    assert {INDEX_NAME, KEY_NAME} <= names <= {INDEX_NAME, KEY_NAME, *SIDE}
+    for name in names - {INDEX_NAME, KEY_NAME}:  # SQLite's WAL files inherit the 0600 mode
+        assert stat.S_IMODE(os.lstat(base / "memory" / name).st_mode) == 0o600
+
+
+SIDE = (INDEX_NAME + "-wal", INDEX_NAME + "-shm")
 
 
 def test_symlinked_index_file_is_refused(repo: pygit2.Repository, tmp_path: Path) -> None:
@@ -190,13 +197,38 @@ def test_garbage_index_is_rebuilt(repo: pygit2.Repository, garbage: bytes) -> No
     assert _recall_ids(repo) == honest
 
 
-def test_planted_wal_file_forces_a_rebuild(repo: pygit2.Repository) -> None:
+def test_planted_wal_garbage_is_harmless(repo: pygit2.Repository) -> None:
     honest = _recall_ids(repo)
-    wal = _dir(repo) / (INDEX_NAME + "-wal")
-    wal.write_bytes(b"planted")
-    os.chmod(wal, 0o600)
+    index_module._forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
+    for suffix in ("-wal", "-shm"):
+        side = _dir(repo) / (INDEX_NAME + suffix)
+        side.write_bytes(b"planted garbage" * 100)
+        os.chmod(side, 0o600)
     assert _recall_ids(repo) == honest
-    assert not wal.exists()
+    verify_index(repo)
+
+
+@pytest.mark.parametrize("attack", ["symlink", "mode-0644"])
+def test_unsafe_wal_file_forces_a_rebuild(
+    repo: pygit2.Repository, tmp_path: Path, attack: str
+) -> None:
+    honest = _recall_ids(repo)
+    index_module._forget(_dir(repo) / INDEX_NAME)
+    wal = _dir(repo) / (INDEX_NAME + "-wal")
+    wal.unlink(missing_ok=True)
+    if attack == "symlink":
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"precious")
+        wal.symlink_to(victim)
+    else:
+        wal.write_bytes(b"")
+        os.chmod(wal, 0o644)
+    assert _recall_ids(repo) == honest
+    assert not wal.is_symlink()
+    if attack == "symlink":
+        assert victim.read_bytes() == b"precious"
+    else:
+        assert not wal.exists() or stat.S_IMODE(os.lstat(wal).st_mode) == 0o600
 
 
 def test_failed_rebuild_keeps_the_old_file_and_leaves_no_temporary(
@@ -210,7 +242,7 @@ def test_failed_rebuild_keeps_the_old_file_and_leaves_no_temporary(
     with pytest.raises(InvalidInput):
         _open(repo, rebuild=True)
     assert path.read_bytes() == before
-    assert sorted(os.listdir(_dir(repo))) == sorted([INDEX_NAME, KEY_NAME])
+    assert not [n for n in os.listdir(_dir(repo)) if n.startswith(".hn-private-")]
 
 
 def test_verify_states(repo: pygit2.Repository, alice: Identity) -> None:

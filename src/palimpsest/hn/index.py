@@ -272,11 +272,19 @@ def _temp_file(directory: Path) -> tuple[int, str]:
     return fd, str(name)
 
 
-def _connect(path: Path | str) -> sqlite3.Connection:
+def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
     conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA trusted_schema=OFF")
-    conn.execute("PRAGMA journal_mode=DELETE")
     conn.execute("PRAGMA foreign_keys=OFF")
+    if building:
+        # A private temporary file that is deleted on any failure: no journal needed.
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+    else:
+        # WAL: commits are atomic and stay consistent after a crash or power loss (checksummed
+        # frames) without an fsync per update; losing the last update only means re-reading it.
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 
 
@@ -380,10 +388,24 @@ def _meta(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
+def _side_file_ok(path: Path) -> bool:
+    """A WAL or shared-memory file beside the index must be a private regular file of ours."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and info.st_nlink == 1
+        and not stat.S_IMODE(info.st_mode) & 0o077
+    )
+
+
 def _open_existing(path: Path) -> sqlite3.Connection:
     for suffix in _SQLITE_SIDE_FILES:
-        if os.path.lexists(str(path) + suffix):
-            raise StaleIndex(f"unexpected {suffix} file beside the index")
+        if not _side_file_ok(Path(str(path) + suffix)):
+            raise StaleIndex(f"unsafe {suffix} file beside the index")
     try:
         conn = _connect(path)
     except sqlite3.DatabaseError as exc:
@@ -532,7 +554,7 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
     fd, tmp = _temp_file(directory)
     os.close(fd)
     try:
-        conn = _connect(tmp)
+        conn = _connect(tmp, building=True)
         conn.execute("BEGIN")
         for statement in _SCHEMA:
             conn.execute(statement)
@@ -550,7 +572,13 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
         records = _write_rows(conn, key, projection.rows, fresh=True)
         state = _write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
         conn.close()
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
             # Planted or stale side files must never be applied to the new index.
             with contextlib.suppress(FileNotFoundError):
