@@ -331,3 +331,20 @@ def test_index_commands_on_the_fixture(fixture_repo: Path) -> None:
     stale = pal(fixture_repo, "index", "verify")
     assert stale.returncode == 1 and stale.stdout == b""
     assert stale.stderr == b"pal: memory index stale: derived projection changed\n"
+
+
+def test_locked_index_is_a_clear_error(
+    repo: pygit2.Repository, alice: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest = _recall_ids(repo)
+    monkeypatch.setattr(index_module, "BUSY_TIMEOUT", 0.05)
+    index_module._forget(_dir(repo) / INDEX_NAME)
+    other = sqlite3.connect(_dir(repo) / INDEX_NAME, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another process is writing
+    remember(repo, alice, "arrives while locked")
+    with pytest.raises(Unavailable) as info:
+        _recall_ids(repo)
+    assert info.value.code == "index-unavailable"
+    other.execute("ROLLBACK")
+    other.close()
+    assert len(_recall_ids(repo)) == len(honest) + 1

@@ -38,7 +38,7 @@ import secrets
 import sqlite3
 import stat
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,6 +69,7 @@ LIFECYCLE_RANK = {
     "dependency-missing": 4,
 }
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
+BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT",
@@ -273,7 +274,9 @@ def _temp_file(directory: Path) -> tuple[int, str]:
 
 
 def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
+    )
     conn.execute("PRAGMA trusted_schema=OFF")
     conn.execute("PRAGMA foreign_keys=OFF")
     if building:
@@ -466,6 +469,25 @@ def open_index(
         return _open_index(repo, context, rebuild=rebuild)
     except (KeyError, pygit2.GitError) as exc:
         raise _missing_object(exc) from exc
+    except sqlite3.Error as exc:
+        raise _index_error(exc) from exc
+
+
+def _index_error(exc: Exception) -> Unavailable:
+    return Unavailable(
+        f"memory index unavailable: {exc}",
+        code="index-unavailable",
+        hint="retry; if it persists delete .git/hn/memory (a disposable cache)",
+    )
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Turn SQLite failures while querying an open index into a one-line ``Unavailable``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _index_error(exc) from exc
 
 
 # Open connections by index path: (file identity, SQLite data_version, index).  A cached
@@ -1000,6 +1022,7 @@ __all__ = [
     "IndexState",
     "IndexTampered",
     "MemoryIndex",
+    "guarded",
     "index_dir",
     "index_tokens",
     "open_index",

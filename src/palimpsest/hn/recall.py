@@ -28,6 +28,7 @@ from palimpsest.hn.index import (
     IndexContext,
     IndexTampered,
     MemoryIndex,
+    guarded,
     open_index,
     search_fields,
 )
@@ -211,10 +212,12 @@ def recall(repo: pygit2.Repository, request: RecallRequest) -> RecallResult:
         Unavailable: the index could not be made trustworthy.
     """
     try:
-        return _recall_once(repo, request, rebuild=False)
+        with guarded():
+            return _recall_once(repo, request, rebuild=False)
     except _Tampered:
         try:
-            return _recall_once(repo, request, rebuild=True)
+            with guarded():
+                return _recall_once(repo, request, rebuild=True)
         except _Tampered as exc:
             raise _tamper_error() from exc
 
@@ -304,10 +307,12 @@ def grep(
         raise InvalidInput("grep has no --query; use recall for lexical terms", code="usage")
     pattern = compile_pattern(raw_pattern, ignore_case=ignore_case)
     try:
-        return _grep_once(repo, request, pattern, rebuild=False)
+        with guarded():
+            return _grep_once(repo, request, pattern, rebuild=False)
     except _Tampered:
         try:
-            return _grep_once(repo, request, pattern, rebuild=True)
+            with guarded():
+                return _grep_once(repo, request, pattern, rebuild=True)
         except _Tampered as exc:
             raise _tamper_error() from exc
 
