@@ -53,7 +53,7 @@ from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.projection import Row, dependency_wire, project, row_parts
 from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/5"
+FORMAT = "pal-hn-memory-index/6"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -96,7 +96,8 @@ _SCHEMA = (
     " content_bytes, data_bytes, search_units)",
     # Lets counts driven by topic, term or path postings check each row without reading it.
     "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
-    " actor, anchor_subject, applies_subject, content_bytes, data_bytes, search_units)",
+    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
+    " search_units)",
     # Per-class totals of eligible rows, so counts never scan the whole table.
     "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
     " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"

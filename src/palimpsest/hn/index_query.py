@@ -255,6 +255,20 @@ def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
+def _after(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
+    if after is None:
+        return "", []
+    rank, stamp, mid = after
+    clause = (
+        " AND (r.lifecycle_rank > ? OR (r.lifecycle_rank = ? AND"
+        " (r.timestamp < ? OR (r.timestamp = ? AND r.id > ?))))"
+    )
+    return clause, [rank, rank, stamp, stamp, mid]
+
+
+_ORDER = " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
+
+
 def candidates(
     index: MemoryIndex,
     sel: Selection,
@@ -262,19 +276,30 @@ def candidates(
     after: tuple[int, str, str] | None = None,
     limit: int | None = None,
 ) -> Iterator[Candidate]:
-    """Eligible rows in §16.4 order, starting after ``after``."""
-    where, args = sel.where, list(sel.args)
-    if after is not None:
-        rank, stamp, mid = after
-        where += (
-            " AND (r.lifecycle_rank > ? OR (r.lifecycle_rank = ? AND"
-            " (r.timestamp < ? OR (r.timestamp = ? AND r.id > ?))))"
-        )
-        args += [rank, rank, stamp, stamp, mid]
+    """Eligible rows in §16.4 order, starting after ``after``.
+
+    With topic, term or path filters and a limit, the page's IDs are found from the rarest
+    posting list through a covering index and only those rows are read; otherwise the rows are
+    walked in order.
+    """
+    after_sql, after_args = _after(after)
+    if sel.postings and limit is not None:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
+        ids = [
+            str(row[0])
+            for row in index.conn.execute(
+                f"SELECT r.id FROM {table} d CROSS JOIN rows r INDEXED BY rows_by_id"  # noqa: S608
+                f" ON r.id = d.id WHERE d.{key} = ? AND {rest}{after_sql}{_ORDER} LIMIT ?",
+                (value, *rest_args, *after_args, limit),
+            )
+        ]
+        yield from rows_by_id(index, ids)
+        return
     sql = (
-        f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk WHERE {where}"  # noqa: S608
-        " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
+        f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk"  # noqa: S608
+        f" WHERE {sel.where}{after_sql}{_ORDER}"
     )
+    args = [*sel.args, *after_args]
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
