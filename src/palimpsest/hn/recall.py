@@ -193,6 +193,8 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
         fetched = list(candidates(index, sel, after=after, limit=request.max_records + 1))
         page, truncated = _page(fetched, "content", request)
         page = [_checked(index, cand) for cand in page]
+        if fetched and not page:  # the first record alone exceeds the bound: stale totals
+            raise _too_big(fetched[0].id, "content")
         cursor = encode_cursor(digest, page[-1].id) if truncated and page else ""
         return RecallResult(
             digest,
