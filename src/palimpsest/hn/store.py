@@ -452,18 +452,26 @@ def compare_and_swap(repo: pygit2.Repository, ref: str, new: str, expected: str 
     libgit2 then falls back to the configured or an "unknown" identity.
 
     Raises:
-        Conflict: ``cas-failed`` — another writer got there first; nothing was written.
+        Conflict: ``cas-failed`` — another writer holds the lock or got there first; nothing
+            was written.
+        Unavailable: ``git-error`` — the ref could not be written for another reason.
     """
+    lock = Path(repo.path) / (ref + ".lock")
     try:
         with repo.transaction() as txn:
-            txn.lock_ref(ref)
+            try:
+                txn.lock_ref(ref)
+            except pygit2.GitError as exc:
+                raise Conflict(CAS_FAILED, code="cas-failed") from exc
             current = repo.references.get(ref)
             current_target = None if current is None else str(current.target)
             if current_target != expected:
                 raise Conflict(CAS_FAILED, code="cas-failed")
             txn.set_target(ref, pygit2.Oid(hex=new), message="hn: append memory")
-    except pygit2.GitError as exc:  # the lock is held by a concurrent writer
-        raise Conflict(CAS_FAILED, code="cas-failed") from exc
+    except pygit2.GitError as exc:
+        if lock.exists():  # a concurrent writer took the lock while we committed
+            raise Conflict(CAS_FAILED, code="cas-failed") from exc
+        raise Unavailable(f"cannot update {ref}: {exc}", code="git-error") from exc
 
 
 def append_memory(
