@@ -36,13 +36,17 @@ def _refuse(reason: str) -> InvalidInput:
     return InvalidInput(f"invalid JSON: {reason}", code="invalid-json")
 
 
+# One encoder instance: json.dumps with options builds a new encoder on every call.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def encode(value: JSONValue) -> bytes:
     """Encode like Go ``json.Marshal``: compact, HTML-safe escapes, raw non-ASCII UTF-8.
 
     Raises:
         InvalidInput: the value holds a lone surrogate or a non-JSON type.
     """
-    return _finish(json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
+    return _finish(_COMPACT.encode(value))
 
 
 def encode_no_html(value: JSONValue) -> bytes:
@@ -73,9 +77,11 @@ def encode_str(value: str) -> bytes:
 
 def _finish(text: str) -> bytes:
     # '<', '>', '&', U+2028 and U+2029 occur only inside string literals, so replacing them after
-    # encoding escapes exactly what Go escapes.
+    # encoding escapes exactly what Go escapes.  Most texts hold none: test before translating.
+    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
+        text = text.translate(_HTML_SAFE)
     try:
-        return text.translate(_HTML_SAFE).encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise _refuse("a string holds a lone surrogate") from exc
 
@@ -194,6 +200,37 @@ def decode(
     return value
 
 
+_PLAIN = json.JSONDecoder()
+
+
+def decode_then_compare(data: bytes) -> JSONValue:
+    """Parse ``data`` with the C scanner only, for callers that then require byte equality.
+
+    This is **not** a strict decoder on its own: like ``json.loads`` it keeps the last of
+    duplicate keys, accepts ``NaN`` and surrounding whitespace.  It is sound only when the caller
+    re-encodes the validated value and refuses it unless the bytes equal ``data`` exactly (as
+    ``hn-memory/0`` readers do, §2): a duplicate key, a constant, whitespace or any other
+    non-canonical form then cannot produce equal bytes.  It exists because the per-hook strict
+    decoder costs more than the rest of the memory reader's per-payload work.
+
+    Raises:
+        InvalidInput: ``invalid-json`` for invalid UTF-8, syntax errors and runaway nesting.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _refuse("input is not valid UTF-8") from exc
+    try:
+        value, end = _PLAIN.raw_decode(text)
+    except RecursionError as exc:
+        raise _refuse("nesting is too deep") from exc
+    except ValueError as exc:  # JSONDecodeError and int() digit limits
+        raise _refuse("syntax error") from exc
+    if end != len(text):
+        raise _refuse("trailing data after the JSON value")
+    return value
+
+
 def decode_canonical(data: bytes, *, max_bytes: int | None = None) -> JSONValue:
     """Decode strictly and require that Go-style re-encoding reproduces ``data`` exactly.
 
@@ -212,6 +249,7 @@ __all__ = [
     "JSONValue",
     "decode",
     "decode_canonical",
+    "decode_then_compare",
     "encode",
     "encode_indent",
     "encode_no_html",

@@ -29,13 +29,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from palimpsest.canonical import decode, encode
 from palimpsest.errors import InvalidInput, NotFound, Unavailable
 from palimpsest.text import has_control, is_blank
 
-_B64_RE = re.compile(r"[A-Za-z0-9+/]*")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
 # Curve25519 in twisted Edwards form (RFC 8032 §5.1).
@@ -52,17 +50,20 @@ def b64_nopad(data: bytes) -> str:
 def b64_nopad_decode(text: str, length: int, what: str) -> bytes:
     """Decode canonical unpadded base64 of exactly ``length`` bytes.
 
+    Canonical means: standard alphabet, no padding, no whitespace or stray characters, and no
+    non-zero trailing bits — the re-encoding must reproduce ``text`` exactly.
+
     Raises:
         InvalidInput: code ``invalid-encoding`` when the text is not the canonical encoding.
     """
     expected_chars = (length * 4 + 2) // 3
-    if len(text) != expected_chars or not _B64_RE.fullmatch(text):
+    if len(text) != expected_chars or not text.isascii():
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding")
     try:
-        raw = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+        raw = binascii.a2b_base64(text + "=" * (-len(text) % 4), strict_mode=True)
     except (binascii.Error, ValueError) as exc:
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding") from exc
-    if len(raw) != length or b64_nopad(raw) != text:
+    if len(raw) != length or binascii.b2a_base64(raw, newline=False).rstrip(b"=") != text.encode():
         raise InvalidInput(f"invalid {what} encoding", code="invalid-encoding")
     return raw
 
@@ -182,7 +183,7 @@ def identity_from_seed(name: str, seed: bytes) -> Identity:
     if len(seed) != 32:
         raise InvalidInput("private key seed must be 32 bytes", code="invalid-key")
     public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
-    raw = public.public_bytes(Encoding.Raw, PublicFormat.Raw)
+    raw = public.public_bytes_raw()
     check_public_key(raw)
     return Identity(name=name, seed=seed, public_key=raw)
 
@@ -192,20 +193,14 @@ def new_identity(name: str) -> Identity:
     return identity_from_seed(name, os.urandom(32))
 
 
-_NAME_FORBIDDEN = frozenset("<>")
-
-
 def check_name(name: str) -> str:
     """Validate a display name as ``actorName`` (hn-memory-v0.md §3) usable in a Git ident."""
     if is_blank(name):
         raise InvalidInput("identity name must not be blank", code="invalid-name")
     if len(name.encode("utf-8")) > 256:
         raise InvalidInput("identity name exceeds 256 bytes", code="invalid-name")
-    if has_control(name) or any(c in _NAME_FORBIDDEN for c in name):
-        raise InvalidInput(
-            "identity name must not hold control characters or angle brackets",
-            code="invalid-name",
-        )
+    if has_control(name):
+        raise InvalidInput("identity name must not hold control characters", code="invalid-name")
     return name
 
 

@@ -13,6 +13,7 @@ Nothing here reads or writes files.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 # Go unicode.IsSpace: '\t', '\n', '\v', '\f', '\r', ' ', U+0085, U+00A0 and category Z.
@@ -20,18 +21,17 @@ _GO_SPACE = frozenset(
     "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
     "\u200a\u2028\u2029\u202f\u205f\u3000"
 )
+# Category Cc is exactly U+0000..U+001F and U+007F..U+009F; a regex keeps validation hot paths
+# free of per-character Python loops.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+_GO_SPACE_CHARS = "".join(sorted(_GO_SPACE))  # str.strip(chars) strips exactly this set, in C
 # Go's simple lower-case mapping differs from Python's str.lower() for these code points.
 _LOWER_SPECIAL = {"\u0130": "i"}
 
 
 def trim_space(text: str) -> str:
     """Go ``strings.TrimSpace``: strip leading and trailing Unicode white space."""
-    start, end = 0, len(text)
-    while start < end and text[start] in _GO_SPACE:
-        start += 1
-    while end > start and text[end - 1] in _GO_SPACE:
-        end -= 1
-    return text[start:end]
+    return text.strip(_GO_SPACE_CHARS)
 
 
 def _lower_rune(char: str) -> str:
@@ -56,7 +56,7 @@ def is_blank(text: str) -> bool:
 
 def has_control(text: str) -> bool:
     """True when ``text`` holds a control code point (category Cc, Go ``unicode.IsControl``)."""
-    return any(unicodedata.category(c) == "Cc" for c in text if c < "\xa0")
+    return _CONTROL.search(text) is not None
 
 
 def _is_word_rune(char: str) -> bool:

@@ -359,7 +359,7 @@ def test_identity_refuses_symlinks_and_loose_modes(tmp_path: Path, capsysbinary:
     assert "mode 0600" in refused(pal(capsysbinary, "id", "--repo", str(path), "show"))
 
 
-@pytest.mark.parametrize("name", ["", "   ", "A\x1bB", "<root>", "x" * 257])
+@pytest.mark.parametrize("name", ["", "   ", "A\x1bB", "<>", " ... ", "x" * 257])
 def test_identity_name_rules(tmp_path: Path, capsysbinary: Cap, name: str) -> None:
     path = tmp_path / "w"
     new_repo(path)
@@ -406,3 +406,43 @@ def test_decode_envelope_of_cli_written_memory(repo: Path, capsysbinary: Cap) ->
     ]
     assert decode_envelope(found.payload) == found.envelope
     assert b"\\u003cx\\u003e \\u0026 \\u2028" in found.payload and "é".encode() in found.payload
+
+
+def test_legacy_nh_namespace_is_ignored(tmp_path: Path, capsysbinary: Cap) -> None:
+    """§24 item 20: refs/nh/*, .git/nh/* and .nh/policy.json are neither read nor migrated."""
+    path = tmp_path / "w"
+    repo = new_repo(path)
+    (path / ".git" / "nh").mkdir()
+    (path / ".git" / "nh" / "active-identity").write_text(ALICE.actor + "\n")
+    assert "no active identity" in refused(pal(capsysbinary, "id", "--repo", str(path), "show"))
+    base = head_commit(repo)
+    policy = b'{"version":"nh.policy/0","maintainers":[],"memory":{"trustedActors":[],"trustedKinds":[]}}'
+    builder = repo.TreeBuilder(repo[pygit2.Oid(hex=base)].tree)
+    nh = repo.TreeBuilder()
+    nh.insert("policy.json", repo.create_blob(policy), pygit2.enums.FileMode.BLOB)
+    builder.insert(".nh", nh.write(), pygit2.enums.FileMode.TREE)
+    who = pygit2.Signature("B", "b@example.invalid", 1_700_000_100, 0)
+    repo.create_commit("refs/heads/main", who, who, "legacy policy\n", builder.write(), [pygit2.Oid(hex=base)])
+    doc = tmp_path / "alice.json"
+    doc.write_bytes(export_document(ALICE))
+    assert pal(capsysbinary, "id", "--repo", str(path), "import", str(doc)).code == 0
+    out = record(capsysbinary, path, "legacy check")
+    shown = json.loads(mem(capsysbinary, path, "show", out["memoryId"], "--json").out)
+    assert shown["projection"]["trust"] == "policy-missing"
+
+
+def test_demo_runs_and_cleans_up(capsysbinary: Cap, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    result = pal(capsysbinary, "demo", "--json")
+    assert result.code == 0, result.err
+    summary = json.loads(result.out)
+    assert len(summary["steps"]) == 7
+    lifecycles = sorted(row["lifecycle"] for row in summary["rows"])
+    assert lifecycles == ["active", "active", "active", "retracted", "superseded"]
+    trusts = sorted(row["trust"] for row in summary["rows"])
+    assert trusts == ["actor-untrusted", "qualified", "qualified", "qualified", "qualified"]
+    assert list(tmp_path.iterdir()) == []  # the throw-away repository is gone
+    assert b"\x1b" not in result.out  # Bob's ESC bytes stay escaped inside JSON strings

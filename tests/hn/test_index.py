@@ -13,6 +13,7 @@ import pygit2
 import pytest
 
 from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
+from palimpsest.hn import index as index_module
 from palimpsest.hn import store
 from palimpsest.hn.index import INDEX_NAME, KEY_NAME, IndexContext, open_index, verify_index
 from palimpsest.hn.recall import recall
@@ -62,7 +63,13 @@ def test_modes_and_layout(repo: pygit2.Repository) -> None:
         assert stat.S_IMODE(os.lstat(directory).st_mode) == 0o700
     for name in (INDEX_NAME, KEY_NAME):
         assert stat.S_IMODE(os.lstat(base / "memory" / name).st_mode) == 0o600
-    assert sorted(os.listdir(base / "memory")) == sorted([INDEX_NAME, KEY_NAME])
+    names = set(os.listdir(base / "memory"))
+    assert {INDEX_NAME, KEY_NAME} <= names <= {INDEX_NAME, KEY_NAME, *SIDE}
+    for name in names - {INDEX_NAME, KEY_NAME}:  # SQLite's WAL files inherit the 0600 mode
+        assert stat.S_IMODE(os.lstat(base / "memory" / name).st_mode) == 0o600
+
+
+SIDE = (INDEX_NAME + "-wal", INDEX_NAME + "-shm")
 
 
 def test_symlinked_index_file_is_refused(repo: pygit2.Repository, tmp_path: Path) -> None:
@@ -133,16 +140,26 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
         ["UPDATE rows SET trust = 'qualified', lifecycle = 'active', lifecycle_rank = 0"],
         ["DELETE FROM rows WHERE CAST(json AS TEXT) LIKE '%second%'"],
         ["CREATE TRIGGER evil AFTER INSERT ON rows BEGIN SELECT 1; END"],
+        ["UPDATE groups SET n = n + 100, max_content = 1"],
         ["CREATE VIEW v AS SELECT 1"],
         ["UPDATE meta SET value = 'pal-hn-memory-index/999' WHERE key = 'format'"],
         [
             "INSERT INTO rows SELECT 'sha256:' || hex(randomblob(32)), actor, kind, lifecycle,"
             " lifecycle_rank, trust, applicability, evidence, '9999', anchor_subject,"
-            " applies_subject, content_bytes, data_bytes, search_units, json, deps, mac"
+            " applies_subject, content_bytes, data_bytes, search_units, json, deps, fields, mac"
             " FROM rows LIMIT 1"
         ],
     ],
-    ids=["forged-json", "forged-columns", "deleted-row", "trigger", "view", "version", "extra-row"],
+    ids=[
+        "forged-json",
+        "forged-columns",
+        "deleted-row",
+        "trigger",
+        "forged-totals",
+        "view",
+        "version",
+        "extra-row",
+    ],
 )
 def test_tampered_index_is_detected_and_rebuilt(
     repo: pygit2.Repository, alice: Identity, statements: list[str]
@@ -150,6 +167,8 @@ def test_tampered_index_is_detected_and_rebuilt(
     bob_like = remember(repo, alice, "third", timestamp="2026-09-01T12:00:03Z")
     lifecycle(repo, alice, "retract", bob_like.memory_id, timestamp="2026-09-01T12:00:04Z")
     honest = _recall_ids(repo, lifecycle=["all"])
+    request = normalize_request(at_commit=head(repo), lifecycle=["all"])
+    honest_bytes = recall(repo, request).to_json()
     if statements[0].startswith("DELETE"):
         # A hidden row is not visible at query time; verify finds it.
         _tamper(repo, *statements)
@@ -158,6 +177,7 @@ def test_tampered_index_is_detected_and_rebuilt(
         _open(repo, rebuild=True).close()
     else:
         _tamper(repo, *statements)
+    assert recall(repo, request).to_json() == honest_bytes
     assert _recall_ids(repo, lifecycle=["all"]) == honest
     assert _recall_ids(repo) == honest[:2]
     verify_index(repo)  # rebuilt: consistent again
@@ -177,13 +197,38 @@ def test_garbage_index_is_rebuilt(repo: pygit2.Repository, garbage: bytes) -> No
     assert _recall_ids(repo) == honest
 
 
-def test_planted_wal_file_forces_a_rebuild(repo: pygit2.Repository) -> None:
+def test_planted_wal_garbage_is_harmless(repo: pygit2.Repository) -> None:
     honest = _recall_ids(repo)
-    wal = _dir(repo) / (INDEX_NAME + "-wal")
-    wal.write_bytes(b"planted")
-    os.chmod(wal, 0o600)
+    index_module._forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
+    for suffix in ("-wal", "-shm"):
+        side = _dir(repo) / (INDEX_NAME + suffix)
+        side.write_bytes(b"planted garbage" * 100)
+        os.chmod(side, 0o600)
     assert _recall_ids(repo) == honest
-    assert not wal.exists()
+    verify_index(repo)
+
+
+@pytest.mark.parametrize("attack", ["symlink", "mode-0644"])
+def test_unsafe_wal_file_forces_a_rebuild(
+    repo: pygit2.Repository, tmp_path: Path, attack: str
+) -> None:
+    honest = _recall_ids(repo)
+    index_module._forget(_dir(repo) / INDEX_NAME)
+    wal = _dir(repo) / (INDEX_NAME + "-wal")
+    wal.unlink(missing_ok=True)
+    if attack == "symlink":
+        victim = tmp_path / "victim"
+        victim.write_bytes(b"precious")
+        wal.symlink_to(victim)
+    else:
+        wal.write_bytes(b"")
+        os.chmod(wal, 0o644)
+    assert _recall_ids(repo) == honest
+    assert not wal.is_symlink()
+    if attack == "symlink":
+        assert victim.read_bytes() == b"precious"
+    else:
+        assert not wal.exists() or stat.S_IMODE(os.lstat(wal).st_mode) == 0o600
 
 
 def test_failed_rebuild_keeps_the_old_file_and_leaves_no_temporary(
@@ -197,7 +242,7 @@ def test_failed_rebuild_keeps_the_old_file_and_leaves_no_temporary(
     with pytest.raises(InvalidInput):
         _open(repo, rebuild=True)
     assert path.read_bytes() == before
-    assert sorted(os.listdir(_dir(repo))) == sorted([INDEX_NAME, KEY_NAME])
+    assert not [n for n in os.listdir(_dir(repo)) if n.startswith(".hn-private-")]
 
 
 def test_verify_states(repo: pygit2.Repository, alice: Identity) -> None:
@@ -264,3 +309,42 @@ def test_another_context_rebuilds_for_that_context(
     assert only_here.memory_id not in _recall_ids(repo)
     result = recall(repo, normalize_request(at_commit=old))
     assert only_here.memory_id in [json.loads(r)["id"] for r in result.records]
+
+
+def test_index_commands_on_the_fixture(fixture_repo: Path) -> None:
+    from tests.hn.recall_helpers import pal
+
+    rebuilt = pal(fixture_repo, "index", "rebuild")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert rebuilt.stdout == (
+        f"Memory index rebuild: version 0, source {FIXTURE_SOURCE}, records 7\n".encode()
+    )
+    verified = pal(fixture_repo, "index", "verify", "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert json.loads(verified.stdout) == {
+        "version": 0, "operation": "verify", "sourceFingerprint": FIXTURE_SOURCE, "records": 7,
+    }  # fmt: skip
+    conn = sqlite3.connect(Path(fixture_repo) / ".git" / "hn" / "memory" / INDEX_NAME)
+    conn.execute("UPDATE rows SET trust = 'qualified'")
+    conn.commit()
+    conn.close()
+    stale = pal(fixture_repo, "index", "verify")
+    assert stale.returncode == 1 and stale.stdout == b""
+    assert stale.stderr == b"pal: memory index stale: derived projection changed\n"
+
+
+def test_locked_index_is_a_clear_error(
+    repo: pygit2.Repository, alice: Identity, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest = _recall_ids(repo)
+    monkeypatch.setattr(index_module, "BUSY_TIMEOUT", 0.05)
+    index_module._forget(_dir(repo) / INDEX_NAME)
+    other = sqlite3.connect(_dir(repo) / INDEX_NAME, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")  # another process is writing
+    remember(repo, alice, "arrives while locked")
+    with pytest.raises(Unavailable) as info:
+        _recall_ids(repo)
+    assert info.value.code == "index-unavailable"
+    other.execute("ROLLBACK")
+    other.close()
+    assert len(_recall_ids(repo)) == len(honest) + 1

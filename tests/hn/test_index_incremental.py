@@ -148,6 +148,7 @@ def _indexed(repo: pygit2.Repository) -> dict[str, tuple[Any, ...]]:
     with open_index(repo, IndexContext(str(repo.head.target))) as index:
         columns = ", ".join(ROW_COLUMNS)
         rows = index.conn.execute(f"SELECT {columns} FROM rows").fetchall()  # noqa: S608
+        assert index.state.records == len(rows)
     return {str(r[0]): tuple(bytes(v) if isinstance(v, bytes) else v for v in r) for r in rows}
 
 

@@ -130,6 +130,17 @@ def test_projection_at_head_matches_bytes(pristine_fixture: Path) -> None:
     assert encode_indent(projection.projection_wire(result)) == expected
 
 
+def test_command_results_match(pristine_fixture: Path) -> None:
+    import json
+
+    from palimpsest.hn.show import command_result_wire
+
+    expected = json.loads((INTEROP / "command-results.json").read_text("utf-8"))
+    items = json.loads((INTEROP / "memories.json").read_text("utf-8"))
+    by_id = {m.memory_id: m for m in store.collect(store.open_repository(pristine_fixture))}
+    assert [command_result_wire(by_id[item["ID"]]) for item in items] == expected
+
+
 @pytest.mark.parametrize("seed", [ALICE_SEED, BOB_SEED])
 def test_fixture_identities(seed: bytes) -> None:
     import json

@@ -242,3 +242,27 @@ def test_a_second_actor_stream_and_carol(repo: pygit2.Repository, alice: Identit
     carol = remember(repo, CAROL, "carol", timestamp=_stamp(3))
     page = _ask(repo, include_untrusted=True)
     assert _ids(page) == [carol.memory_id, other.memory_id, one.memory_id]
+
+
+def test_pages_with_topic_and_terms_follow_the_order(
+    repo: pygit2.Repository, alice: Identity
+) -> None:
+    made = []
+    for i in range(7):
+        topics = ("shared", "odd") if i % 2 else ("shared",)
+        made.append(remember(repo, alice, f"alpha beta {i}", topics=topics, timestamp=_stamp(i)))
+    remember(repo, alice, "alpha only", topics=("shared",), timestamp=_stamp(30))
+    for flags, expected in (
+        ({"topic": ["shared"], "query": "beta alpha"}, list(reversed(made))),
+        ({"topic": ["odd", "shared"]}, [m for i, m in reversed(list(enumerate(made))) if i % 2]),
+    ):
+        seen: list[str] = []
+        cursor = ""
+        while True:
+            page = _ask(repo, max_records=2, cursor=cursor, **flags)
+            assert page["matched"] == len(expected)
+            seen += _ids(page)
+            cursor = page.get("nextCursor", "")
+            if not cursor:
+                break
+        assert seen == [m.memory_id for m in expected]

@@ -158,6 +158,9 @@ def _corruptions(repo: pygit2.Repository) -> dict[str, pygit2.Oid]:
         "signature by another key": memory_tree(repo, payload, sign_text(BOB.sign(payload)).encode()),
         "oversized payload": raw_tree(repo, [("100644", "memory.json", big), ("100644", "signature", s)]),
         "symlink entry": raw_tree(repo, [("120000", "memory.json", p), ("100644", "signature", s)]),
+        "zero-padded mode": raw_tree(repo, [("0100644", "memory.json", p), ("100644", "signature", s)]),
+        "swapped order": raw_tree(repo, [("100644", "signature", s), ("100644", "memory.json", p)]),
+        "signature as payload": raw_tree(repo, [("100644", "memory.json", s), ("100644", "signature", p)]),
     }  # fmt: skip
 
 
@@ -166,7 +169,7 @@ CORRUPTION_NAMES = [
     "tree entry as signature", "duplicate names", "signature ***", "padded signature",
     "signature with LF", "oversized signature", "non-JSON payload", "unknown-field payload",
     "actor/key mismatch", "sequence 0", "signature by another key", "oversized payload",
-    "symlink entry",
+    "symlink entry", "zero-padded mode", "swapped order", "signature as payload",
 ]  # fmt: skip
 
 
@@ -460,3 +463,48 @@ def test_commit_time_offsets() -> None:
 )
 def test_ident_name_trims_crud_like_git(name: str, expected: str) -> None:
     assert store.ident_name(name) == expected
+
+
+@pytest.mark.parametrize("name", ["<>", " ... ", ";'\""])
+def test_ident_name_refuses_what_git_refuses(name: str) -> None:
+    with pytest.raises(InvalidInput):
+        store.ident_name(name)
+
+
+def test_angle_brackets_in_name_match_git_commit_tree(tmp_path: Path) -> None:
+    import subprocess
+
+    from palimpsest.identity import identity_from_seed
+
+    dave = identity_from_seed("Dave <ops> & Co", bytes(range(96, 128)))
+    repo = new_repo(tmp_path / "r")
+    record = build_record(kind="decision", content="c", anchor=Anchor(head_commit(repo)), applies="exact")
+    memory = append(repo, dave, operation="record", record=record, timestamp="2026-09-01T12:00:00Z")
+    tree = str(repo[pygit2.Oid(hex=memory.commit)].tree.id)
+    env = {"GIT_AUTHOR_NAME": dave.name, "GIT_AUTHOR_EMAIL": f"{dave.actor[:12]}@hn.invalid",
+           "GIT_COMMITTER_NAME": dave.name, "GIT_COMMITTER_EMAIL": f"{dave.actor[:12]}@hn.invalid",
+           "GIT_AUTHOR_DATE": "2026-09-01T12:00:00Z", "GIT_COMMITTER_DATE": "2026-09-01T12:00:00Z",
+           "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    by_git = subprocess.run(
+        ["git", "-C", str(tmp_path / "r"), "commit-tree", tree, "-m", f"hn memory {memory.memory_id}"],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+    assert by_git == memory.commit
+
+
+def test_append_after_git_gc_packs_the_ref(tmp_path: Path) -> None:
+    import subprocess
+
+    repo = new_repo(tmp_path / "r")
+    record = build_record(kind="decision", content="c", anchor=Anchor(head_commit(repo)), applies="exact")
+    first = append(repo, ALICE, operation="record", record=record)
+    subprocess.run(["git", "-C", str(tmp_path / "r"), "gc", "-q"], check=True)
+    assert not (Path(repo.path) / store.local_ref_name(A, "sha256:" + S)).exists()  # packed now
+    repo = store.open_repository(tmp_path / "r")
+    second = append(repo, ALICE, operation="record", record=record)
+    loaded = store.collect(repo)
+    assert [m.memory_id for m in loaded] == [first.memory_id, second.memory_id]
+    stale = store.StreamHead(store.local_ref_name(A, "sha256:" + S), first.commit, 2, first.memory_id)
+    payload, envelope = _signed_next(stale, head_commit(repo))
+    with pytest.raises(Conflict):
+        store.append_memory(repo, payload, sign_text(ALICE.sign(payload)), envelope, stale)

@@ -87,6 +87,17 @@ def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
     )
 
 
+def _with_progress(as_json: bool, work: Callable[[], Any]) -> Any:
+    """Run ``work`` under a spinner on an interactive stderr (a first index build of a large
+    store takes a while); never with ``--json`` or when stderr is not a terminal."""
+    if as_json or not sys.stderr.isatty():
+        return work()
+    from rich.console import Console  # noqa: PLC0415
+
+    with Console(stderr=True).status("Reading verified memory"):
+        return work()
+
+
 def _emit(result: Any, as_json: bool) -> None:
     if as_json:
         _write(result.to_json())
@@ -149,7 +160,7 @@ def recall_command(
         request = request_from_json(_read_input(input_path))
     else:
         request = _request(repo, o, query)
-    _emit(recall(repo, request), as_json)
+    _emit(_with_progress(as_json, lambda: recall(repo, request)), as_json)
 
 
 @click.command("grep")
@@ -171,7 +182,11 @@ def grep_command(
     raw = os.fsencode(pattern)
     compile_pattern(raw, ignore_case=ignore_case)
     repo = _open(ctx)
-    _emit(grep(repo, _request(repo, o), raw, ignore_case=ignore_case), as_json)
+    request = _request(repo, o)
+    _emit(
+        _with_progress(as_json, lambda: grep(repo, request, raw, ignore_case=ignore_case)),
+        as_json,
+    )
 
 
 @click.group("index")
@@ -206,19 +221,12 @@ def _index_report(operation: str, state: Any, as_json: bool) -> None:
 @click.pass_context
 def index_rebuild(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the index at HEAD from verified refs and the policy."""
-    from rich.console import Console  # noqa: PLC0415
-
     from palimpsest.hn import store  # noqa: PLC0415
     from palimpsest.hn.index import IndexContext, open_index  # noqa: PLC0415
 
     repo = _open(ctx)
     context = IndexContext(store.resolve_commit(repo, "HEAD"))
-    if as_json or not sys.stderr.isatty():
-        index = open_index(repo, context, rebuild=True)
-    else:
-        with Console(stderr=True).status("Verifying memory streams and rebuilding the index"):
-            index = open_index(repo, context, rebuild=True)
-    with index:
+    with _with_progress(as_json, lambda: open_index(repo, context, rebuild=True)) as index:
         _index_report("rebuild", index.state, as_json)
 
 

@@ -2,6 +2,9 @@
 
 The protocol is specified in shared/reference/hn-memory-v0.md.
 
-``envelope`` (the signed model), ``policy`` and ``projection`` are pure; ``store`` is the only
-module here that touches Git.
+Pure modules: ``envelope`` (the signed model, validation, canonical bytes, IDs), ``policy``
+(``.hn/policy.json`` and trust), ``projection`` (lifecycle, applicability, evidence, trust) and
+``show`` (show and command-result output).  ``store`` is the Git shell (pygit2: verified reader,
+compare-and-swap append, repository probes); ``author`` turns explicit requests into signed
+appends through it.  Only ``store`` and ``replication`` touch Git.
 """

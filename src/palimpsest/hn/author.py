@@ -267,9 +267,7 @@ def check_lifecycle_target(
         if target.envelope.operation not in ("record", "supersede"):
             raise _bad(f"{operation} target must be a record or supersede")
         if target.envelope.actor != actor:
-            raise Forbidden(
-                f"only the author of {target_id} may {operation} it", code="not-author"
-            )
+            raise Forbidden(f"only the author of {target_id} may {operation} it", code="not-author")
     elif target.envelope.actor == actor:
         raise Forbidden(
             "you cannot challenge your own memory; retract it instead", code="own-memory"

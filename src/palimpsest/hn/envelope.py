@@ -17,11 +17,12 @@ import hashlib
 import posixpath
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from palimpsest.canonical import decode, encode
+from palimpsest.canonical import decode_then_compare, encode
 from palimpsest.errors import InvalidInput
 from palimpsest.identity import b64_nopad, b64_nopad_decode, fingerprint, verifier, weak_key_reason
 from palimpsest.text import has_control, is_blank, to_lower, trim_space
@@ -236,19 +237,10 @@ def envelope_wire(envelope: Envelope) -> dict[str, Any]:
 
 
 def _obj(value: Any, allowed: frozenset[str], where: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
+    if value.__class__ is not dict:
         raise _bad(f"{where} must be an object")
-    extra = value.keys() - allowed
-    if extra:
+    if not value.keys() <= allowed:
         raise _bad(f"unknown field in {where}")  # the name is author data: never echoed
-    return value
-
-
-def _str(value: Any, where: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise _bad(f"{where} must be a string")
     return value
 
 
@@ -257,8 +249,11 @@ def _strs(value: Any, where: str, *, required: bool) -> tuple[str, ...]:
         if required:
             raise _bad(f"{where} must be a list, not null or missing")
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    if value.__class__ is not list:
         raise _bad(f"{where} must be a list of strings")
+    for item in value:
+        if item.__class__ is not str:
+            raise _bad(f"{where} must be a list of strings")
     return tuple(value)
 
 
@@ -280,22 +275,34 @@ _APPLICABILITY_KEYS = frozenset(("mode", "subject"))
 _HANDOFF_KEYS = frozenset(("completed", "assumptions", "blockers", "nextActions"))
 
 
+def _strings(obj: dict[str, Any], keys: tuple[str, ...], where: str) -> list[str]:
+    """The string fields ``keys`` of ``obj`` (missing or null → ""), type-checked in one pass."""
+    get = obj.get
+    out = []
+    for key in keys:
+        value = get(key)
+        if value.__class__ is not str:
+            if value is not None:
+                raise _bad(f"{where}.{key} must be a string")
+            value = ""
+        out.append(value)
+    return out
+
+
 def anchor_from_wire(value: Any) -> Anchor:
     """Build an anchor from decoded JSON (types and unknown fields checked, not rules)."""
     obj = _obj(value, _ANCHOR_KEYS, "anchor")
+    commit, subject = _strings(obj, ("commit", "subject"), "anchor")
     raw_paths = obj.get("paths")
-    paths: list[PathAnchor] = []
-    if raw_paths is not None:
-        if not isinstance(raw_paths, list):
-            raise _bad("anchor.paths must be a list")
-        for item in raw_paths:
-            p = _obj(item, _PATH_KEYS, "anchor path")
-            paths.append(PathAnchor(_str(p.get("path"), "path"), _str(p.get("blob"), "blob")))
-    return Anchor(
-        commit=_str(obj.get("commit"), "anchor.commit"),
-        paths=tuple(paths),
-        subject=_str(obj.get("subject"), "anchor.subject"),
-    )
+    if raw_paths is None:
+        return Anchor(commit, (), subject)
+    if not isinstance(raw_paths, list):
+        raise _bad("anchor.paths must be a list")
+    paths = []
+    for item in raw_paths:
+        path, blob = _strings(_obj(item, _PATH_KEYS, "anchor path"), ("path", "blob"), "path")
+        paths.append(PathAnchor(path, blob))
+    return Anchor(commit, tuple(paths), subject)
 
 
 def handoff_from_wire(value: Any) -> Handoff:
@@ -309,23 +316,29 @@ def handoff_from_wire(value: Any) -> Handoff:
     )
 
 
+_RECORD_STRINGS = ("kind", "content", "attemptOutcome")
+_ENVELOPE_STRINGS = (
+    "protocol", "operation", "actor", "actorName", "publicKey", "stream", "timestamp",
+    "previous", "target", "reason",
+)  # fmt: skip
+
+
 def record_from_wire(value: Any) -> Record:
     """Build a record from decoded JSON."""
     obj = _obj(value, _RECORD_KEYS, "record")
+    kind, content, outcome = _strings(obj, _RECORD_STRINGS, "record")
     applicability = _obj(obj.get("applicability"), _APPLICABILITY_KEYS, "applicability")
+    mode, subject = _strings(applicability, ("mode", "subject"), "applicability")
     handoff = obj.get("handoff")
     return Record(
-        kind=_str(obj.get("kind"), "record.kind"),
-        content=_str(obj.get("content"), "record.content"),
-        anchor=anchor_from_wire(obj.get("anchor")),
-        applicability=Applicability(
-            _str(applicability.get("mode"), "applicability.mode"),
-            _str(applicability.get("subject"), "applicability.subject"),
-        ),
-        topics=_strs(obj.get("topics"), "record.topics", required=True),
-        evidence=_strs(obj.get("evidence"), "record.evidence", required=True),
-        attempt_outcome=_str(obj.get("attemptOutcome"), "record.attemptOutcome"),
-        handoff=None if handoff is None else handoff_from_wire(handoff),
+        kind,
+        content,
+        anchor_from_wire(obj.get("anchor")),
+        Applicability(mode, subject),
+        _strs(obj.get("topics"), "record.topics", required=True),
+        _strs(obj.get("evidence"), "record.evidence", required=True),
+        outcome,
+        None if handoff is None else handoff_from_wire(handoff),
     )
 
 
@@ -333,23 +346,26 @@ def envelope_from_wire(value: Any) -> Envelope:
     """Build an envelope from decoded JSON (types and unknown fields checked, not rules)."""
     obj = _obj(value, _ENVELOPE_KEYS, "envelope")
     sequence = obj.get("sequence")
-    if not isinstance(sequence, int) or isinstance(sequence, bool):
+    if sequence.__class__ is not int:  # bool is a subclass of int and is refused here too
         raise _bad("sequence must be an integer")
+    protocol, operation, actor, name, key, stream, stamp, previous, target, reason = _strings(
+        obj, _ENVELOPE_STRINGS, "envelope"
+    )
     record = obj.get("record")
     return Envelope(
-        protocol=_str(obj.get("protocol"), "protocol"),
-        operation=_str(obj.get("operation"), "operation"),
-        actor=_str(obj.get("actor"), "actor"),
-        actor_name=_str(obj.get("actorName"), "actorName"),
-        public_key=_str(obj.get("publicKey"), "publicKey"),
-        stream=_str(obj.get("stream"), "stream"),
-        sequence=sequence,
-        timestamp=_str(obj.get("timestamp"), "timestamp"),
-        previous=_str(obj.get("previous"), "previous"),
-        record=None if record is None else record_from_wire(record),
-        target=_str(obj.get("target"), "target"),
-        reason=_str(obj.get("reason"), "reason"),
-        evidence=_strs(obj.get("evidence"), "evidence", required=False),
+        protocol,
+        operation,
+        actor,
+        name,
+        key,
+        stream,
+        sequence,
+        stamp,
+        previous,
+        None if record is None else record_from_wire(record),
+        target,
+        reason,
+        _strs(obj.get("evidence"), "evidence", required=False),
     )
 
 
@@ -361,8 +377,9 @@ def valid_timestamp(text: str) -> bool:
     match = _TIMESTAMP.fullmatch(text)
     if match is None:
         return False
-    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
-    fraction, zone = match.group(7), match.group(8)
+    parts = match.groups()
+    year, month, day, hour, minute, second = map(int, parts[:6])
+    fraction, zone = parts[6], parts[7]
     if not 1 <= month <= 12 or hour > 23 or minute > 59 or second > 59:
         return False
     leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
@@ -371,7 +388,7 @@ def valid_timestamp(text: str) -> bool:
     if fraction is not None and fraction.endswith("0"):
         return False
     if zone != "Z":
-        off_hours, off_minutes = int(match.group(9)), int(match.group(10))
+        off_hours, off_minutes = int(parts[8]), int(parts[9])
         if off_hours > 23 or off_minutes > 59 or (off_hours == 0 and off_minutes == 0):
             return False
     return True
@@ -494,6 +511,30 @@ def validate_record(record: Record) -> None:
         raise _bad(f"a {record.kind} takes no handoff")
 
 
+@lru_cache(maxsize=4096)
+def _key_actor(public_key: str) -> str:
+    """Decode and check a public key once per distinct text (keys repeat along a stream)."""
+    raw_key = b64_nopad_decode(public_key, 32, "public key")
+    reason = weak_key_reason(raw_key)
+    if reason is not None:
+        raise _bad(reason, "weak-key")
+    return fingerprint(raw_key)
+
+
+@lru_cache(maxsize=4096)
+def _check_author(actor: str, name: str, public_key: str, stream: str) -> None:
+    """The fields every entry of a stream repeats; checked once per distinct combination
+    (exceptions are not cached, so an invalid combination is refused every time)."""
+    if not HEX64.fullmatch(actor):
+        raise _bad("actor must be 64 lower-case hex characters")
+    if is_blank(name) or blen(name) > MAX_ACTOR_NAME_BYTES or has_control(name):
+        raise _bad("actorName must be 1 to 256 bytes without control characters")
+    if _key_actor(public_key) != actor:
+        raise _bad("actor is not the fingerprint of publicKey")
+    if not FULL_ID.fullmatch(stream):
+        raise _bad("stream must be a full sha256: ID")
+
+
 def validate_envelope(envelope: Envelope) -> None:
     """Check every envelope rule of §3–§6, including actor = fingerprint(publicKey).
 
@@ -507,19 +548,7 @@ def validate_envelope(envelope: Envelope) -> None:
         raise _bad("protocol must be hn-memory/0", "unsupported-protocol")
     if envelope.operation not in OPERATIONS:
         raise _bad("operation must be record, supersede, retract or challenge")
-    if not HEX64.fullmatch(envelope.actor):
-        raise _bad("actor must be 64 lower-case hex characters")
-    name = envelope.actor_name
-    if is_blank(name) or blen(name) > MAX_ACTOR_NAME_BYTES or has_control(name):
-        raise _bad("actorName must be 1 to 256 bytes without control characters")
-    raw_key = b64_nopad_decode(envelope.public_key, 32, "public key")
-    reason = weak_key_reason(raw_key)
-    if reason is not None:
-        raise _bad(reason, "weak-key")
-    if fingerprint(raw_key) != envelope.actor:
-        raise _bad("actor is not the fingerprint of publicKey")
-    if not FULL_ID.fullmatch(envelope.stream):
-        raise _bad("stream must be a full sha256: ID")
+    _check_author(envelope.actor, envelope.actor_name, envelope.public_key, envelope.stream)
     if not 1 <= envelope.sequence <= MAX_SEQUENCE:
         raise _bad("sequence must be at least 1")
     if not valid_timestamp(envelope.timestamp):
@@ -581,15 +610,19 @@ def decode_envelope(payload: bytes) -> Envelope:
     """
     if len(payload) > MAX_PAYLOAD_BYTES:
         raise InvalidInput("memory.json exceeds 524288 bytes", code="invalid-memory")
+    if payload[:3] == b"\xef\xbb\xbf":
+        raise InvalidInput("invalid memory JSON: byte order mark", code="invalid-json")
     try:
-        value = decode(payload, check_surrogates=False)
+        # Sound only with the byte comparison below: duplicates, constants and whitespace can
+        # never re-encode to the same bytes (canonical.decode_then_compare).
+        value = decode_then_compare(payload)
     except InvalidInput as exc:
         raise InvalidInput(f"invalid memory JSON: {exc.message}", code="invalid-json") from exc
     envelope = envelope_from_wire(value)
     validate_envelope(envelope)
     try:
         again = encode(envelope_wire(envelope))
-    except InvalidInput as exc:  # a lone surrogate cannot be re-encoded
+    except (InvalidInput, ValueError) as exc:  # a lone surrogate cannot be re-encoded
         raise InvalidInput("invalid memory JSON: lone surrogate", code="invalid-json") from exc
     if again != payload:
         raise InvalidInput("memory JSON is not canonical", code="non-canonical")
@@ -599,6 +632,11 @@ def decode_envelope(payload: bytes) -> Envelope:
 def sign_text(signature: bytes) -> str:
     """The ``signature`` file text: 86 bytes of unpadded base64, no newline (§10)."""
     return b64_nopad(signature)
+
+
+@lru_cache(maxsize=4096)
+def _raw_key(public_key: str) -> bytes:
+    return b64_nopad_decode(public_key, 32, "public key")
 
 
 def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) -> None:
@@ -612,9 +650,9 @@ def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) ->
         raw_sig = b64_nopad_decode(signature_text, 64, "signature")
     except InvalidInput as exc:
         raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
-    raw_key = b64_nopad_decode(envelope.public_key, 32, "public key")
+    _key_actor(envelope.public_key)  # refuses weak or malformed keys (cached)
     try:
-        verifier(raw_key).verify(raw_sig, payload)
+        verifier(_raw_key(envelope.public_key)).verify(raw_sig, payload)
     except InvalidSignature as exc:
         raise InvalidInput("memory signature does not verify", code="invalid-signature") from exc
 

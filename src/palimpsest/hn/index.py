@@ -33,11 +33,12 @@ import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 import sqlite3
 import stat
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +51,9 @@ from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
 from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.projection import Row, dependency_wire, project, row_parts
-from palimpsest.text import lexical_tokens
+from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/1"
+FORMAT = "pal-hn-memory-index/6"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -68,6 +69,7 @@ LIFECYCLE_RANK = {
     "dependency-missing": 4,
 }
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
+BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
 
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT",
@@ -86,9 +88,21 @@ _SCHEMA = (
     " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
     " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
     " search_units INTEGER NOT NULL, json BLOB NOT NULL, deps BLOB NOT NULL,"
+    " fields BLOB NOT NULL,"
     " mac TEXT NOT NULL) STRICT",
-    "CREATE INDEX rows_order ON rows (applicability, evidence, lifecycle_rank, trust,"
-    " timestamp DESC, id, content_bytes)",
+    # Walks eligible rows in recall order (§16.4) whatever the other filters are.
+    "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
+    "CREATE INDEX rows_group ON rows (applicability, evidence, lifecycle_rank, trust, kind, actor,"
+    " content_bytes, data_bytes, search_units)",
+    # Lets counts driven by topic, term or path postings check each row without reading it.
+    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
+    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
+    " search_units)",
+    # Per-class totals of eligible rows, so counts never scan the whole table.
+    "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
+    " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
+    " max_data INTEGER NOT NULL, units INTEGER NOT NULL, mac TEXT NOT NULL,"
+    " PRIMARY KEY (lifecycle_rank, trust, kind, actor)) STRICT, WITHOUT ROWID",
     "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
     " WITHOUT ROWID",
     "CREATE INDEX topics_id ON topics (id)",
@@ -130,6 +144,23 @@ class IndexContext:
     at_commit: str
     subject: str = ""
     path: str = ""
+
+
+# A superset of Go's word runes (letters and numbers): Python's alphanumerics.  Every code point
+# in Go's set is matched (checked exhaustively by a test), so runs found here contain every
+# word; non-ASCII runs are re-split with the exact per-rune rules of palimpsest.text.
+_ALNUM_RUNS = re.compile(r"[^\W_]+")
+
+
+def index_tokens(text: str) -> list[str]:
+    """Exactly :func:`palimpsest.text.lexical_tokens`, with a fast path for ASCII runs."""
+    out: set[str] = set()
+    for run in _ALNUM_RUNS.findall(text):
+        if run.isascii():
+            out.add(run.lower())
+        else:
+            out.update(word_tokens(run))
+    return sorted(out)
 
 
 def search_fields(data: dict[str, Any]) -> list[tuple[str, str]]:
@@ -243,11 +274,21 @@ def _temp_file(directory: Path) -> tuple[int, str]:
     return fd, str(name)
 
 
-def _connect(path: Path | str) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
+    )
     conn.execute("PRAGMA trusted_schema=OFF")
-    conn.execute("PRAGMA journal_mode=DELETE")
     conn.execute("PRAGMA foreign_keys=OFF")
+    if building:
+        # A private temporary file that is deleted on any failure: no journal needed.
+        conn.execute("PRAGMA journal_mode=OFF")
+        conn.execute("PRAGMA synchronous=OFF")
+    else:
+        # WAL: commits are atomic and stay consistent after a crash or power loss (checksummed
+        # frames) without an fsync per update; losing the last update only means re-reading it.
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
     return conn
 
 
@@ -283,6 +324,10 @@ class IndexState:
     records: int
 
 
+class IndexTampered(Exception):
+    """A row or total read from the index failed its integrity check: rebuild and retry."""
+
+
 class StaleIndex(Exception):
     """Internal: the stored index cannot be used as it is (the reason says why)."""
 
@@ -305,8 +350,8 @@ class MemoryIndex:
         self.policy = policy
 
     def close(self) -> None:
-        """Close the SQLite connection."""
-        self.conn.close()
+        """Release the index; the connection stays cached for the next call in this process
+        and is re-checked then (file identity, SQLite ``data_version``, sources)."""
 
     def __enter__(self) -> MemoryIndex:
         return self
@@ -326,27 +371,45 @@ class MemoryIndex:
 ROW_COLUMNS = (
     "id", "actor", "kind", "lifecycle", "lifecycle_rank", "trust", "applicability", "evidence",
     "timestamp", "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
-    "search_units", "json", "deps",
+    "search_units", "json", "deps", "fields",
 )  # fmt: skip
 
 
+_INSERT_ROW = "INSERT INTO rows VALUES (" + ", ".join("?" * (len(ROW_COLUMNS) + 1)) + ")"  # noqa: S608
+
+
 def _row_mac(key: bytes, values: Sequence[Any]) -> str:
-    mac = hmac.new(key, digestmod=hashlib.sha256)
+    # Keyed BLAKE2b (a MAC by construction) over length-prefixed columns, in one call.
+    parts = []
     for value in values:
         part = value if isinstance(value, bytes) else str(value).encode("utf-8")
-        mac.update(struct.pack(">Q", len(part)))
-        mac.update(part)
-    return mac.hexdigest()
+        parts.append(struct.pack(">Q", len(part)))
+        parts.append(part)
+    return hashlib.blake2b(b"".join(parts), key=key, digest_size=32).hexdigest()
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
+def _side_file_ok(path: Path) -> bool:
+    """A WAL or shared-memory file beside the index must be a private regular file of ours."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return (
+        stat.S_ISREG(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and info.st_nlink == 1
+        and not stat.S_IMODE(info.st_mode) & 0o077
+    )
+
+
 def _open_existing(path: Path) -> sqlite3.Connection:
     for suffix in _SQLITE_SIDE_FILES:
-        if os.path.lexists(str(path) + suffix):
-            raise StaleIndex(f"unexpected {suffix} file beside the index")
+        if not _side_file_ok(Path(str(path) + suffix)):
+            raise StaleIndex(f"unsafe {suffix} file beside the index")
     try:
         conn = _connect(path)
     except sqlite3.DatabaseError as exc:
@@ -366,8 +429,18 @@ def _open_existing(path: Path) -> sqlite3.Connection:
     return conn
 
 
+_POLICIES: dict[tuple[str, str], PolicyContext] = {}
+
+
 def _policy_at(repo: pygit2.Repository, commit: str) -> PolicyContext:
-    return policy_context(commit, store.policy_blob(repo, commit))
+    # A commit names its tree and so its policy blob exactly: safe to remember per commit.
+    cache_key = (str(repo.path), commit)
+    cached = _POLICIES.get(cache_key)
+    if cached is None:
+        if len(_POLICIES) > 64:
+            _POLICIES.clear()
+        cached = _POLICIES[cache_key] = policy_context(commit, store.policy_blob(repo, commit))
+    return cached
 
 
 def _missing_object(exc: Exception) -> Unavailable:
@@ -397,6 +470,71 @@ def open_index(
         return _open_index(repo, context, rebuild=rebuild)
     except (KeyError, pygit2.GitError) as exc:
         raise _missing_object(exc) from exc
+    except sqlite3.Error as exc:
+        raise _index_error(exc) from exc
+
+
+def _index_error(exc: Exception) -> Unavailable:
+    return Unavailable(
+        f"memory index unavailable: {exc}",
+        code="index-unavailable",
+        hint="retry; if it persists delete .git/hn/memory (a disposable cache)",
+    )
+
+
+@contextlib.contextmanager
+def guarded() -> Iterator[None]:
+    """Turn SQLite failures while querying an open index into a one-line ``Unavailable``."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise _index_error(exc) from exc
+
+
+# Open connections by index path: (file identity, SQLite data_version, index).  A cached
+# connection is reused only while the file is the same inode, unchanged in size and times, and
+# no other connection has committed to it; otherwise every check runs again.
+_OPEN: dict[str, tuple[tuple[int, ...], int, MemoryIndex]] = {}
+
+
+def _file_identity(path: Path) -> tuple[int, ...]:
+    info = os.lstat(path)
+    return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns,
+            info.st_mode, info.st_uid, info.st_nlink)  # fmt: skip
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
+
+
+def _remember(path: Path, index: MemoryIndex) -> MemoryIndex:
+    old = _OPEN.get(str(path))
+    if old is not None and old[2].conn is not index.conn:
+        old[2].conn.close()
+    _OPEN[str(path)] = (_file_identity(path), _data_version(index.conn), index)
+    return index
+
+
+def _forget(path: Path) -> None:
+    old = _OPEN.pop(str(path), None)
+    if old is not None:
+        old[2].conn.close()
+
+
+def _cached(path: Path, key: bytes) -> sqlite3.Connection | None:
+    entry = _OPEN.get(str(path))
+    if entry is None:
+        return None
+    identity, version, index = entry
+    try:
+        same = identity == _file_identity(path) and index.key == key
+        same = same and version == _data_version(index.conn)
+    except (OSError, sqlite3.Error):
+        same = False
+    if not same:
+        _forget(path)
+        return None
+    return index.conn
 
 
 def _open_index(
@@ -408,18 +546,22 @@ def _open_index(
     policy = _policy_at(repo, context.at_commit)
     refs = store.list_memory_refs(repo)
     if not rebuild and _check_private_file(path):
-        try:
-            conn = _open_existing(path)
-        except StaleIndex:
-            conn = None
+        conn = _cached(path, key)
+        if conn is None:
+            try:
+                conn = _open_existing(path)
+            except StaleIndex:
+                conn = None
         if conn is not None:
             try:
                 state = _refresh(repo, conn, key, context, policy, refs)
             except StaleIndex:
+                _forget(path)
                 conn.close()
             else:
-                return MemoryIndex(repo, conn, key, state, policy)
-    return _rebuild(repo, directory, key, context, policy, refs)
+                return _remember(path, MemoryIndex(repo, conn, key, state, policy))
+    _forget(path)
+    return _remember(path, _rebuild(repo, directory, key, context, policy, refs))
 
 
 def _rebuild(  # noqa: PLR0917 - internal, one call site
@@ -435,7 +577,7 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
     fd, tmp = _temp_file(directory)
     os.close(fd)
     try:
-        conn = _connect(tmp)
+        conn = _connect(tmp, building=True)
         conn.execute("BEGIN")
         for statement in _SCHEMA:
             conn.execute(statement)
@@ -450,10 +592,16 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
             subject=context.subject,
             path=context.path,
         )
-        _write_rows(conn, key, projection.rows, fresh=True)
-        state = _write_meta(conn, context, policy, refs)
+        records = _write_rows(conn, key, projection.rows, fresh=True)
+        state = _write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
+        conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
         conn.close()
+        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
             # Planted or stale side files must never be applied to the new index.
             with contextlib.suppress(FileNotFoundError):
@@ -473,9 +621,9 @@ def _write_meta(
     context: IndexContext,
     policy: PolicyContext,
     refs: Sequence[store.MemoryRef],
+    records: int,
 ) -> IndexState:
     fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-    records = int(conn.execute("SELECT count(*) FROM rows").fetchone()[0])
     values = {
         "format": FORMAT,
         "at_commit": context.at_commit,
@@ -483,6 +631,7 @@ def _write_meta(
         "path": context.path,
         "policy_digest": policy.digest,
         "source_fingerprint": fingerprint,
+        "records": str(records),
     }
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
     return IndexState(context, policy.digest, fingerprint, records)
@@ -501,9 +650,9 @@ def _store_entries(
         "INSERT INTO entries VALUES (?, ?, ?, ?)",
         [(ref.name, m.envelope.sequence, m.memory_id, m.commit) for m in stream],
     )
-    total = int(
-        conn.execute("SELECT count(*) FROM entries WHERE ref = ?", (ref.name,)).fetchone()[0]
-    )
+    # Sequences are 1..n without gaps (verified), so the largest is the count: O(log n).
+    top = conn.execute("SELECT max(sequence) FROM entries WHERE ref = ?", (ref.name,)).fetchone()
+    total = int(top[0] or 0)
     last = stream[-1].memory_id if stream else ""
     if not stream:
         row = conn.execute(
@@ -547,7 +696,8 @@ def row_values(row: Row) -> tuple[Any, ...]:
     """The stored columns of a projected row, in :data:`ROW_COLUMNS` order."""
     record = recall_record(row)
     data = record["data"]
-    units = sum(len(value.encode("utf-8")) + 1 for _, value in search_fields(data))
+    fields = search_fields(data)
+    units = sum(len(value.encode("utf-8")) + 1 for _, value in fields)
     return (
         row.id,
         row.actor,
@@ -565,35 +715,76 @@ def row_values(row: Row) -> tuple[Any, ...]:
         units,
         encode(record),
         encode([dependency_wire(d) for d in row.dependencies]),
+        encode([value for _, value in fields]),  # the grep surface, in search_fields order
     )
 
 
-def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> None:
+GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
+_GROUP_SQL = (
+    "SELECT lifecycle_rank, trust, kind, actor, count(*), max(content_bytes), max(data_bytes),"
+    " sum(search_units) FROM rows WHERE applicability = 'applicable' AND evidence = 'resolved'"
+)
+
+
+def _refresh_groups(
+    conn: sqlite3.Connection, key: bytes, keys: Iterable[tuple[Any, ...]] | None
+) -> None:
+    """Recompute the totals of the given classes (all classes when ``keys`` is None)."""
+    if keys is None:
+        conn.execute("DELETE FROM groups")
+        found = conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4").fetchall()
+    else:
+        found = []
+        for group in set(keys):
+            conn.execute(
+                "DELETE FROM groups WHERE lifecycle_rank = ? AND trust = ? AND kind = ?"
+                " AND actor = ?",
+                group,
+            )
+            found += conn.execute(
+                _GROUP_SQL + " AND lifecycle_rank = ? AND trust = ? AND kind = ? AND actor = ?"
+                " GROUP BY 1, 2, 3, 4",
+                group,
+            ).fetchall()
+    conn.executemany(
+        "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*values, _row_mac(key, values)) for values in found],
+    )
+
+
+def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
+    """Write (or rewrite) rows and their postings; return how many rows are new."""
+    added = 0
+    touched: list[tuple[Any, ...]] = []
+    batch: dict[str, list[tuple[Any, ...]]] = {
+        "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
+    }  # fmt: skip
     for row in rows:
-        if not fresh:
-            for table in ("rows", "topics", "paths", "tokens", "evidence_refs"):
+        if fresh:
+            added += 1
+        else:
+            old = conn.execute(
+                "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
+            ).fetchall()
+            added += not old
+            touched += old
+            for table in batch:
                 conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
         values = row_values(row)
-        conn.execute(
-            "INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*values, _row_mac(key, values)),
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO topics VALUES (?, ?)", [(row.id, t) for t in row.record.topics]
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO paths VALUES (?, ?)",
-            [(row.id, p.path) for p in row.anchor.paths],
-        )
+        touched.append((values[4], row.trust, row.kind, row.actor))
+        batch["rows"].append((*values, _row_mac(key, values)))
+        batch["topics"] += [(row.id, t) for t in row.record.topics]
+        batch["paths"] += [(row.id, p.path) for p in row.anchor.paths]
         text = row.record.content + "\n" + "\n".join(row.record.topics)
-        conn.executemany(
-            "INSERT OR IGNORE INTO tokens VALUES (?, ?)",
-            [(t, row.id) for t in lexical_tokens(text)],
-        )
-        conn.executemany(
-            "INSERT OR IGNORE INTO evidence_refs VALUES (?, ?)",
-            [(e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")],
-        )
+        batch["tokens"] += [(t, row.id) for t in index_tokens(text)]
+        batch["evidence_refs"] += [
+            (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
+        ]
+    conn.executemany(_INSERT_ROW, batch["rows"])
+    for table in ("topics", "paths", "tokens", "evidence_refs"):
+        conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
+    _refresh_groups(conn, key, None if fresh else touched)
+    return added
 
 
 # ------------------------------------------------------------------------- incremental
@@ -617,8 +808,7 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
         raise StaleIndex("stale: policy changed")
     fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
     if meta.get("source_fingerprint") == fingerprint:
-        records = int(conn.execute("SELECT count(*) FROM rows").fetchone()[0])
-        return IndexState(context, policy.digest, fingerprint, records)
+        return IndexState(context, policy.digest, fingerprint, int(meta.get("records", "0")))
     stored = {
         str(r): (str(h), int(c), str(last))
         for r, h, c, last in conn.execute("SELECT ref, head, count, last_id FROM sources")
@@ -639,6 +829,7 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
                 raise StaleIndex("stale: a stream was rewritten")
             suffix = loaded
         changed.append((ref, suffix))
+    records = int(meta.get("records", "0"))
     conn.execute("BEGIN")
     try:
         new_ids: list[str] = []
@@ -646,8 +837,8 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
             _store_entries(conn, ref, suffix, replace_all=False)
             new_ids += _store_envelopes(conn, suffix)
         if new_ids:
-            _reproject(repo, conn, key, context, policy, new_ids)
-        state = _write_meta(conn, context, policy, refs)
+            records += _reproject(repo, conn, key, context, policy, new_ids)
+        state = _write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
@@ -696,8 +887,9 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
     context: IndexContext,
     policy: PolicyContext,
     new_ids: Sequence[str],
-) -> None:
-    """Re-project the rows a set of new memories can change (see the module docstring)."""
+) -> int:
+    """Re-project the rows a set of new memories can change (see the module docstring);
+    return how many rows are new."""
     new = _load_memories(conn, new_ids)
     affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
     affected |= {m.envelope.target for m in new if m.envelope.target}
@@ -710,7 +902,7 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
         sorted(affected),
     )
     if not affected:
-        return
+        return 0
     ordered = sorted(affected)
     # The memories those rows depend on: themselves, everything targeting them, their own
     # targets, and the memories their evidence names.
@@ -738,7 +930,7 @@ def _reproject(  # noqa: PLR0917 - internal, one call site
         path=context.path,
     )
     rows = [row for row in projection.rows if row.id in affected]
-    _write_rows(conn, key, rows, fresh=False)
+    return _write_rows(conn, key, rows, fresh=False)
 
 
 # ------------------------------------------------------------------------- verify
@@ -805,7 +997,14 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         for row in projection.rows:
             values = row_values(row)
             expected[row.id] = (values, _row_mac(key, values))
-        if stored != expected:
+        if stored != expected or meta.get("records") != str(len(expected)):
+            raise Conflict("memory index stale: derived projection changed", code="index-stale")
+        stored_groups = sorted(tuple(g) for g in conn.execute("SELECT * FROM groups"))
+        fresh_groups = sorted(
+            (*values, _row_mac(key, values))
+            for values in conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4")
+        )
+        if stored_groups != fresh_groups:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
         if stored_ids != {m.memory_id for m in memories}:
@@ -822,8 +1021,11 @@ __all__ = [
     "ROW_COLUMNS",
     "IndexContext",
     "IndexState",
+    "IndexTampered",
     "MemoryIndex",
+    "guarded",
     "index_dir",
+    "index_tokens",
     "open_index",
     "recall_record",
     "row_values",

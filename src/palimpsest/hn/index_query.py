@@ -3,6 +3,11 @@ and its rows in recall order (hn-memory-v0.md §16.3–§16.5).
 
 The only SQL outside :mod:`palimpsest.hn.index`; every value is a bound parameter, and column
 names come from fixed tables here, never from a request.
+
+Speed: rows are walked in recall order along the ``rows_walk`` index, so a page costs about as
+many row reads as it returns; counts come from the per-class ``groups`` totals when the request
+filters only by lifecycle, trust, kind and actor, and otherwise from the postings of the first
+topic, term or path joined to the rows (never from a scan of every row).
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, MemoryIndex
+from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,15 +56,26 @@ _CONTENT = ROW_COLUMNS.index("content_bytes")
 _DATA = ROW_COLUMNS.index("data_bytes")
 _JSON = ROW_COLUMNS.index("json")
 _DEPS = ROW_COLUMNS.index("deps")
-_COLUMNS = ", ".join(ROW_COLUMNS)
+_COLUMNS = ", ".join("r." + c for c in ROW_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """SQL for the eligible set of a request (the WHERE clause and its parameters)."""
+    """The eligible set of a request as SQL over ``rows r`` (clause and parameters).
+
+    ``classes``/``class_args`` hold only the lifecycle, trust, kind and actor filters (for the
+    ``groups`` totals); ``postings`` lists the topic, term and path filters, the rarest of
+    which drives counting.
+    """
 
     where: str
     args: tuple[Any, ...]
+    classes: str
+    class_args: tuple[Any, ...]
+    simple: bool
+    base: str = ""  # ``where`` without any postings clause
+    base_args: tuple[Any, ...] = ()
+    postings: tuple[tuple[str, str, str], ...] = ()  # every (table, column, value) filter
 
 
 def selection(
@@ -74,74 +90,183 @@ def selection(
     tokens: Sequence[str],
 ) -> Selection:
     """Build the candidate filter of §16.3 (applicable, resolved evidence, then the filters)."""
-    clauses = ["applicability = 'applicable'", "evidence = 'resolved'"]
-    args: list[Any] = []
+    classes: list[str] = []
+    class_args: list[Any] = []
 
     def member(column: str, values: Sequence[Any]) -> None:
         if values:
-            clauses.append(f"{column} IN ({','.join('?' * len(values))})")
-            args.extend(values)
+            classes.append(f"{column} IN ({','.join('?' * len(values))})")
+            class_args.extend(values)
 
     member("lifecycle_rank", [LIFECYCLE_RANK[v] for v in lifecycles])
     member("trust", trusts)
     member("kind", kinds)
     member("actor", actors)
+    clauses = ["r.applicability = 'applicable'", "r.evidence = 'resolved'"]
+    clauses += ["r." + c for c in classes]
+    args: list[Any] = list(class_args)
     if subject:
-        clauses.append("(anchor_subject = ? OR applies_subject = ?)")
+        clauses.append("(r.anchor_subject = ? OR r.applies_subject = ?)")
         args += [subject, subject]
-    if path:
-        clauses.append("id IN (SELECT id FROM paths WHERE path = ?)")
-        args.append(path)
-    for topic in topics:
-        clauses.append("id IN (SELECT id FROM topics WHERE topic = ?)")
-        args.append(topic)
-    for token in tokens:
-        clauses.append("id IN (SELECT id FROM tokens WHERE token = ?)")
-        args.append(token)
-    return Selection(" AND ".join(clauses), tuple(args))
+    base, base_args = " AND ".join(clauses), tuple(args)
+    postings = tuple(
+        (table, column, value)
+        for table, column, values in (
+            ("topics", "topic", topics),
+            ("tokens", "token", tokens),
+            ("paths", "path", [path] if path else []),
+        )
+        for value in values
+    )
+    for table, column, value in postings:
+        clauses.append(_posting_clause(table, column))
+        args.append(value)
+    return Selection(
+        " AND ".join(clauses),
+        tuple(args),
+        " AND ".join(classes) or "1",
+        tuple(class_args),
+        simple=not postings and not subject,
+        base=base,
+        base_args=base_args,
+        postings=postings,
+    )
 
 
-_ORDER = "ORDER BY lifecycle_rank, timestamp DESC, id"
+def _posting_clause(table: str, column: str) -> str:
+    return f"r.id IN (SELECT id FROM {table} WHERE {column} = ?)"  # noqa: S608
+
+
+_PROBE = 1 << 16  # postings are counted up to here when choosing the rarest filter term
+
+
+def _rarest(
+    index: MemoryIndex, sel: Selection
+) -> tuple[tuple[str, str, str], str, tuple[Any, ...]]:
+    """The posting filter with the fewest entries, and the WHERE clause for the others."""
+    best = sel.postings[0]
+    if len(sel.postings) > 1:
+        sizes = []
+        for table, column, value in sel.postings:
+            row = index.conn.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {column} = ? LIMIT ?)",  # noqa: S608
+                (value, _PROBE),
+            ).fetchone()
+            sizes.append(int(row[0]))
+        best = sel.postings[sizes.index(min(sizes))]
+    clauses, args = [sel.base], list(sel.base_args)
+    skipped = False
+    for item in sel.postings:
+        if item == best and not skipped:
+            skipped = True
+            continue
+        clauses.append(_posting_clause(item[0], item[1]))
+        args.append(item[2])
+    return best, " AND ".join(clauses), tuple(args)
 
 
 def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int, int]:
-    """Number of eligible rows and the largest ``column`` (a byte size) among them."""
-    assert column in ("content_bytes", "data_bytes", "search_units")  # noqa: S101 - internal
-    row = index.conn.execute(
-        f"SELECT count(*), coalesce(max({column}), 0)"  # noqa: S608
-        f" FROM rows WHERE {sel.where}",
-        sel.args,
-    ).fetchone()
+    """Number of eligible rows and the largest ``column`` (a byte size) among them.
+
+    Raises:
+        IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
+    """
+    if sel.simple:
+        total, biggest = 0, 0
+        pick = 5 if column == "content_bytes" else 6
+        for *values, mac in index.conn.execute(
+            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
+            sel.class_args,
+        ):
+            if not index.row_valid(values, str(mac)):
+                raise IndexTampered("groups")
+            total += int(values[4])
+            biggest = max(biggest, int(values[pick]))
+        return total, biggest
+    if sel.postings:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM {table} d"  # noqa: S608
+            f" CROSS JOIN rows r ON r.id = d.id WHERE d.{key} = ? AND {rest}",
+            (value, *rest_args),
+        ).fetchone()
+    else:
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
+            sel.args,
+        ).fetchone()
     return int(row[0]), int(row[1])
 
 
 def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
     """``Σ(fieldUTF8Bytes + 1)`` over the grep surface of every eligible row."""
+    if sel.simple:
+        total = 0
+        for *values, mac in index.conn.execute(
+            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
+            sel.class_args,
+        ):
+            if not index.row_valid(values, str(mac)):
+                raise IndexTampered("groups")
+            total += int(values[7])
+        return total
     row = index.conn.execute(
-        f"SELECT coalesce(sum(search_units), 0) FROM rows WHERE {sel.where}",  # noqa: S608
+        f"SELECT coalesce(sum(r.search_units), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
         sel.args,
     ).fetchone()
     return int(row[0])
 
 
+def scan_fields(index: MemoryIndex, sel: Selection) -> Iterator[tuple[str, int, bytes]]:
+    """``(id, data_bytes, fields JSON)`` of every eligible row in recall order (for grep).
+
+    Unverified: grep re-checks the rows it returns against their MAC-verified JSON.
+    """
+    sql = (
+        f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk WHERE {sel.where}"  # noqa: S608
+        " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
+    )
+    for mid, data_bytes, fields in index.conn.execute(sql, sel.args):
+        yield str(mid), int(data_bytes), bytes(fields)
+
+
+def rows_by_id(index: MemoryIndex, ids: Sequence[str]) -> list[Candidate]:
+    """The full rows of ``ids``, in the order given."""
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    found = {
+        str(values[0]): Candidate(tuple(values), str(mac))
+        for *values, mac in index.conn.execute(
+            f"SELECT {_COLUMNS}, r.mac FROM rows r WHERE r.id IN ({marks})",  # noqa: S608
+            tuple(ids),
+        )
+    }
+    return [found[i] for i in ids if i in found]
+
+
 def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int, str, str] | None:
     """The sort key of ``memory`` if it is in the eligible set."""
     row = index.conn.execute(
-        f"SELECT lifecycle_rank, timestamp, id FROM rows WHERE {sel.where} AND id = ?",  # noqa: S608
+        f"SELECT r.lifecycle_rank, r.timestamp, r.id FROM rows r WHERE {sel.where}"  # noqa: S608
+        " AND r.id = ?",
         (*sel.args, memory),
     ).fetchone()
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
-def count_through(index: MemoryIndex, sel: Selection, key: tuple[int, str, str]) -> int:
-    """Number of eligible rows up to and including the row with sort ``key``."""
-    rank, stamp, mid = key
-    row = index.conn.execute(
-        f"SELECT count(*) FROM rows WHERE {sel.where} AND (lifecycle_rank < ? OR"  # noqa: S608
-        " (lifecycle_rank = ? AND (timestamp > ? OR (timestamp = ? AND id <= ?))))",
-        (*sel.args, rank, rank, stamp, stamp, mid),
-    ).fetchone()
-    return int(row[0])
+def _after(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
+    if after is None:
+        return "", []
+    rank, stamp, mid = after
+    clause = (
+        " AND (r.lifecycle_rank > ? OR (r.lifecycle_rank = ? AND"
+        " (r.timestamp < ? OR (r.timestamp = ? AND r.id > ?))))"
+    )
+    return clause, [rank, rank, stamp, stamp, mid]
+
+
+_ORDER = " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
 
 
 def candidates(
@@ -151,16 +276,30 @@ def candidates(
     after: tuple[int, str, str] | None = None,
     limit: int | None = None,
 ) -> Iterator[Candidate]:
-    """Eligible rows in §16.4 order, starting after ``after``."""
-    where, args = sel.where, list(sel.args)
-    if after is not None:
-        rank, stamp, mid = after
-        where += (
-            " AND (lifecycle_rank > ? OR (lifecycle_rank = ? AND"
-            " (timestamp < ? OR (timestamp = ? AND id > ?))))"
-        )
-        args += [rank, rank, stamp, stamp, mid]
-    sql = f"SELECT {_COLUMNS}, mac FROM rows WHERE {where} {_ORDER}"  # noqa: S608
+    """Eligible rows in §16.4 order, starting after ``after``.
+
+    With topic, term or path filters and a limit, the page's IDs are found from the rarest
+    posting list through a covering index and only those rows are read; otherwise the rows are
+    walked in order.
+    """
+    after_sql, after_args = _after(after)
+    if sel.postings and limit is not None:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
+        ids = [
+            str(row[0])
+            for row in index.conn.execute(
+                f"SELECT r.id FROM {table} d CROSS JOIN rows r INDEXED BY rows_by_id"  # noqa: S608
+                f" ON r.id = d.id WHERE d.{key} = ? AND {rest}{after_sql}{_ORDER} LIMIT ?",
+                (value, *rest_args, *after_args, limit),
+            )
+        ]
+        yield from rows_by_id(index, ids)
+        return
+    sql = (
+        f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk"  # noqa: S608
+        f" WHERE {sel.where}{after_sql}{_ORDER}"
+    )
+    args = [*sel.args, *after_args]
     if limit is not None:
         sql += " LIMIT ?"
         args.append(limit)
@@ -173,8 +312,9 @@ __all__ = [
     "Selection",
     "candidates",
     "count_and_max",
-    "count_through",
     "position_after",
+    "rows_by_id",
+    "scan_fields",
     "selection",
     "sum_search_units",
 ]

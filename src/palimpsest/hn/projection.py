@@ -283,14 +283,17 @@ def project(
     *,
     at_commit: str | None,
     policy: PolicyContext,
-    subject: str = "",
-    path: str = "",
+    subject: str | None = None,
+    path: str | None = None,
 ) -> Projection:
     """Project a verified memory set at one query context (§12–§15).
 
     ``at_commit`` is the query commit (None: each row's own anchor commit); ``subject`` and
-    ``path`` narrow applicability as recall's ``--subject``/``--path`` do.
+    ``path`` narrow applicability as recall's ``--subject``/``--path`` do (None or "": no
+    narrowing).
     """
+    subject = subject or ""
+    path = path or ""
     by_id: dict[str, VerifiedMemory] = {}
     for memory in memories:
         seen = by_id.get(memory.memory_id)

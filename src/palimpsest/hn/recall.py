@@ -24,13 +24,21 @@ import pygit2
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, Unavailable
-from palimpsest.hn.index import IndexContext, MemoryIndex, open_index, search_fields
+from palimpsest.hn.index import (
+    IndexContext,
+    IndexTampered,
+    MemoryIndex,
+    guarded,
+    open_index,
+    search_fields,
+)
 from palimpsest.hn.index_query import (
     Candidate,
     candidates,
     count_and_max,
-    count_through,
     position_after,
+    rows_by_id,
+    scan_fields,
     selection,
     sum_search_units,
 )
@@ -120,8 +128,7 @@ def _selection_for(request: RecallRequest, *, lexical: bool) -> Any:
     )
 
 
-class _Tampered(Exception):
-    """A row failed its integrity check: rebuild the index and answer again."""
+_Tampered = IndexTampered  # a row or total failed its integrity check: rebuild, answer again
 
 
 def _checked(index: MemoryIndex, cand: Candidate) -> Candidate:
@@ -183,11 +190,11 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
             for cand in candidates(index, sel):
                 if cand.content_bytes > request.max_content_bytes:
                     raise _too_big(cand.id, "content")
-        before = count_through(index, sel, after) if after is not None else 0
         fetched = list(candidates(index, sel, after=after, limit=request.max_records + 1))
-        page, _ = _page(fetched, "content", request)
+        page, truncated = _page(fetched, "content", request)
         page = [_checked(index, cand) for cand in page]
-        truncated = before + len(page) < matched
+        if fetched and not page:  # the first record alone exceeds the bound: stale totals
+            raise _too_big(fetched[0].id, "content")
         cursor = encode_cursor(digest, page[-1].id) if truncated and page else ""
         return RecallResult(
             digest,
@@ -207,10 +214,12 @@ def recall(repo: pygit2.Repository, request: RecallRequest) -> RecallResult:
         Unavailable: the index could not be made trustworthy.
     """
     try:
-        return _recall_once(repo, request, rebuild=False)
+        with guarded():
+            return _recall_once(repo, request, rebuild=False)
     except _Tampered:
         try:
-            return _recall_once(repo, request, rebuild=True)
+            with guarded():
+                return _recall_once(repo, request, rebuild=True)
         except _Tampered as exc:
             raise _tamper_error() from exc
 
@@ -244,24 +253,35 @@ def _grep_once(
         last = decode_cursor(request.cursor, digest, grep=True) if request.cursor else ""
         sel = _selection_for(request, lexical=False)
         check_work(pattern.instructions, sum_search_units(index, sel))
-        hits: list[Candidate] = []
-        fields: list[tuple[tuple[str, str], ...]] = []
-        for cand in candidates(index, sel):
-            found = _field_matches(pattern, cand)
-            if found:
-                hits.append(cand)
-                fields.append(found)
-        for cand in hits:
-            if cand.data_bytes > request.max_content_bytes:
-                raise _too_big(cand.id, "data")
+        hits: list[tuple[str, int]] = []
+        for mid, data_bytes, fields in scan_fields(index, sel):
+            values = json.loads(fields)
+            if any(pattern.matches(value.encode("utf-8")) for value in values):
+                hits.append((mid, data_bytes))
+        for mid, data_bytes in hits:
+            if data_bytes > request.max_content_bytes:
+                raise _too_big(mid, "data")
         start = 0
         if last:
-            ids = [cand.id for cand in hits]
+            ids = [mid for mid, _ in hits]
             if last not in ids:
                 raise _cursor_error("grep")
             start = ids.index(last) + 1
-        page, truncated = _page(hits[start:], "data", request)
-        page = [_checked(index, cand) for cand in page]
+        page_ids: list[str] = []
+        used = 0
+        for mid, data_bytes in hits[start:]:
+            if (
+                len(page_ids) >= request.max_records
+                or used + data_bytes > request.max_content_bytes
+            ):
+                break
+            page_ids.append(mid)
+            used += data_bytes
+        truncated = start + len(page_ids) < len(hits)
+        page = [_checked(index, cand) for cand in rows_by_id(index, page_ids)]
+        matches = [_field_matches(pattern, cand) for cand in page]
+        if len(page) != len(page_ids) or not all(matches):
+            raise _Tampered("grep fields")  # the unverified surface disagreed with the row
         cursor = encode_cursor(digest, page[-1].id, grep=True) if truncated and page else ""
         return RecallResult(
             digest,
@@ -270,7 +290,7 @@ def _grep_once(
             cursor,
             tuple(c.json for c in page),
             _dependencies(page),
-            tuple(fields[start : start + len(page)]),
+            tuple(matches),
         )
 
 
@@ -289,10 +309,12 @@ def grep(
         raise InvalidInput("grep has no --query; use recall for lexical terms", code="usage")
     pattern = compile_pattern(raw_pattern, ignore_case=ignore_case)
     try:
-        return _grep_once(repo, request, pattern, rebuild=False)
+        with guarded():
+            return _grep_once(repo, request, pattern, rebuild=False)
     except _Tampered:
         try:
-            return _grep_once(repo, request, pattern, rebuild=True)
+            with guarded():
+                return _grep_once(repo, request, pattern, rebuild=True)
         except _Tampered as exc:
             raise _tamper_error() from exc
 

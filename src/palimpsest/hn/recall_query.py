@@ -146,21 +146,24 @@ def normalize_request(
     if not OBJECT_ID.fullmatch(at_commit):
         raise _bad("atCommit must be a full lower-case commit ID")
     if subject and not SUBJECT.fullmatch(subject):
-        raise _bad("subject must be a typed subject such as issue:sha256:<64 hex>")
+        raise _bad("invalid subject filter; use a typed subject such as issue:sha256:<64 hex>")
     if path and not valid_path(path):
-        raise _bad("path must be a clean repository-relative path")
+        raise _bad("invalid path filter; use a clean repository-relative path")
     topics: set[str] = set()
     for raw in _values(topic, "topic"):
         label = to_lower(trim_space(raw))
         if not label or len(label.encode()) > MAX_TOPIC_BYTES or has_control(label):
-            raise _bad(f"topic must be 1-{MAX_TOPIC_BYTES} bytes without control characters")
+            raise _bad(
+                f"invalid topic filter: a topic is 1-{MAX_TOPIC_BYTES} bytes without control"
+                " characters"
+            )
         topics.add(label)
     kinds = sorted(set(_values(kind, "kind")))
     if any(k not in KINDS for k in kinds):
-        raise _bad(f"kind must be one of {', '.join(KINDS)}")
+        raise _bad(f"invalid kind filter; use {', '.join(KINDS)}")
     actors = sorted(set(_values(actor, "actor")))
     if any(not HEX64.fullmatch(a) for a in actors):
-        raise _bad("actor must be a full 64-hex actor ID")
+        raise _bad("invalid actor filter; use full 64-hex actor IDs")
     lifecycles = sorted(set(_values(lifecycle, "lifecycle")))
     if "all" in lifecycles:
         if len(lifecycles) > 1:

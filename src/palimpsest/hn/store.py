@@ -39,6 +39,7 @@ CAS_FAILED = "compare-and-swap failed; reload and retry with a newly signed enve
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BLOB_MODE = 0o100644
+_HEX_LEN = 40
 _OBJ_COMMIT = pygit2.enums.ObjectType.COMMIT
 _OBJ_BLOB = pygit2.enums.ObjectType.BLOB
 _OBJ_TREE = pygit2.enums.ObjectType.TREE
@@ -164,12 +165,17 @@ def _corrupt(ref: str, commit: str, why: str) -> InvalidInput:
 
 
 def _read_blob(repo: pygit2.Repository, oid: Any, limit: int, ref: str, commit: str) -> bytes:
-    kind, size = repo.odb.read_header(oid)
+    # One read, bound checked afterwards: a separate header read doubles the object-store work
+    # of the reader's hot path.  Replication measures object sizes in quarantine before this
+    # loader runs, so remote data cannot make it inflate an oversized blob.
+    try:
+        kind, data = repo.odb.read(oid)
+    except (KeyError, pygit2.GitError) as exc:
+        raise _corrupt(ref, commit, "blob object is missing") from exc
     if kind != _OBJ_BLOB:
         raise _corrupt(ref, commit, "tree entry is not a blob")
-    if size > limit:
+    if len(data) > limit:
         raise _corrupt(ref, commit, f"blob exceeds {limit} bytes")
-    data: bytes = repo.odb.read(oid)[1]
     return data
 
 
@@ -177,21 +183,21 @@ def _memory_at(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
 ) -> tuple[bytes, str, Envelope]:
     """Check one memory commit's tree, payload and signature (§11, per commit)."""
-    tree = commit.tree
-    if len(tree) != 2:
-        raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
-    payload_id = signature_id = None
-    for entry in tree:
-        if entry.filemode != _BLOB_MODE:
-            raise _corrupt(ref, hexid, "tree entries must be mode 100644 blobs")
-        if entry.name == "memory.json" and payload_id is None:
-            payload_id = entry.id
-        elif entry.name == "signature" and signature_id is None:
-            signature_id = entry.id
-        else:
-            raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
-    if payload_id is None or signature_id is None:
-        raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
+    # Fast path: the only acceptable tree object is byte-for-byte the two 100644 entries in Git
+    # order, so compare its raw bytes instead of walking parsed entries.
+    tree_id = commit.tree_id
+    width = len(tree_id.raw)
+    raw = repo.odb.read(tree_id)[1]
+    split = len(_ENTRY_PAYLOAD) + width
+    if (
+        len(raw) == split + len(_ENTRY_SIGNATURE) + width
+        and raw.startswith(_ENTRY_PAYLOAD)
+        and raw[split : split + len(_ENTRY_SIGNATURE)] == _ENTRY_SIGNATURE
+    ):
+        payload_id = pygit2.Oid(raw=raw[len(_ENTRY_PAYLOAD) : split])
+        signature_id = pygit2.Oid(raw=raw[-width:])
+    else:
+        payload_id, signature_id = _diagnose_tree(commit, ref, hexid)
     payload = _read_blob(repo, payload_id, MAX_PAYLOAD_BYTES, ref, hexid)
     sig_bytes = _read_blob(repo, signature_id, MAX_SIGNATURE_BYTES, ref, hexid)
     try:
@@ -206,6 +212,29 @@ def _memory_at(
     except InvalidInput as exc:
         raise _corrupt(ref, hexid, exc.message) from exc
     return payload, signature, envelope
+
+
+_ENTRY_PAYLOAD = b"100644 memory.json\x00"
+_ENTRY_SIGNATURE = b"100644 signature\x00"
+
+
+def _diagnose_tree(commit: pygit2.Commit, ref: str, hexid: str) -> tuple[Any, Any]:
+    """Explain why a tree is not the exact two-entry memory tree (always raises)."""
+    tree = commit.tree
+    if len(tree) != 2:
+        raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
+    payload_id = signature_id = None
+    for entry in tree:
+        if entry.filemode != _BLOB_MODE:
+            raise _corrupt(ref, hexid, "tree entries must be mode 100644 blobs")
+        if entry.name == "memory.json" and payload_id is None:
+            payload_id = entry.id
+        elif entry.name == "signature" and signature_id is None:
+            signature_id = entry.id
+        else:
+            raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
+    # Parsed entries looked right but the raw bytes did not (e.g. a zero-padded mode).
+    raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
 
 
 def _lookup_commit(repo: pygit2.Repository, oid: Any, ref: str) -> pygit2.Commit:
@@ -349,18 +378,23 @@ def stream_head(repo: pygit2.Repository, actor: str, stream: str) -> StreamHead:
     return StreamHead(name, head, envelope.sequence + 1, memory_id(payload))
 
 
-_CRUD = frozenset(" ,.:;<>\"\\'")
+_CRUD = frozenset(".,:;<>\"\\'")
 
 
 def ident_name(name: str) -> str:
-    """The Git ident name Git would write for ``name`` (leading and trailing "crud" removed)."""
+    """The ident name Git writes for ``name`` (``git commit-tree``): leading and trailing "crud"
+    (controls, space and ``.,:;<>"\\'``) trimmed, then every ``<``, ``>`` and LF removed.
+
+    Raises:
+        InvalidInput: nothing is left (Git refuses an empty ident name).
+    """
     start, end = 0, len(name)
     while start < end and (name[start] <= " " or name[start] in _CRUD):
         start += 1
     while end > start and (name[end - 1] <= " " or name[end - 1] in _CRUD):
         end -= 1
-    trimmed = name[start:end]
-    if not trimmed or "<" in trimmed or ">" in trimmed or "\n" in trimmed:
+    trimmed = name[start:end].replace("<", "").replace(">", "").replace("\n", "")
+    if not trimmed:
         raise InvalidInput("actor name cannot be written as a Git author", code="invalid-name")
     return trimmed
 
@@ -418,18 +452,26 @@ def compare_and_swap(repo: pygit2.Repository, ref: str, new: str, expected: str 
     libgit2 then falls back to the configured or an "unknown" identity.
 
     Raises:
-        Conflict: ``cas-failed`` — another writer got there first; nothing was written.
+        Conflict: ``cas-failed`` — another writer holds the lock or got there first; nothing
+            was written.
+        Unavailable: ``git-error`` — the ref could not be written for another reason.
     """
+    lock = Path(repo.path) / (ref + ".lock")
     try:
         with repo.transaction() as txn:
-            txn.lock_ref(ref)
+            try:
+                txn.lock_ref(ref)
+            except pygit2.GitError as exc:
+                raise Conflict(CAS_FAILED, code="cas-failed") from exc
             current = repo.references.get(ref)
             current_target = None if current is None else str(current.target)
             if current_target != expected:
                 raise Conflict(CAS_FAILED, code="cas-failed")
             txn.set_target(ref, pygit2.Oid(hex=new), message="hn: append memory")
-    except pygit2.GitError as exc:  # the lock is held by a concurrent writer
-        raise Conflict(CAS_FAILED, code="cas-failed") from exc
+    except pygit2.GitError as exc:
+        if lock.exists():  # a concurrent writer took the lock while we committed
+            raise Conflict(CAS_FAILED, code="cas-failed") from exc
+        raise Unavailable(f"cannot update {ref}: {exc}", code="git-error") from exc
 
 
 def append_memory(
@@ -467,10 +509,11 @@ class RepoProbe:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self._repo = repo
-        self._hex_len = len(str(repo.head.target)) if not repo.head_is_unborn else None
 
     def _oid(self, hexid: str) -> pygit2.Oid | None:
-        if self._hex_len is not None and len(hexid) != self._hex_len:
+        # libgit2 as bundled with pygit2 opens SHA-1 repositories only (open_repository refuses
+        # SHA-256 ones), so a 64-hex ID can never name an object here.
+        if len(hexid) != _HEX_LEN:
             return None
         try:
             return pygit2.Oid(hex=hexid)
