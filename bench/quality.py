@@ -134,7 +134,8 @@ class LocalEngine:
             rows = conn.execute(sql, args).fetchall()
             cands = [
                 rank.Candidate(docs[r].key, docs[r].text, s, docs[r].when,
-                               {"speaker": docs[r].speaker, "role": docs[r].role}, body)
+                               {"speaker": docs[r].speaker, "role": docs[r].role,
+                                "session_id": docs[r].session}, body)
                 for r, s, body in rows
             ]
             return [r.key for r in rank.rerank(query, cands, limit=100)]
@@ -166,7 +167,7 @@ class ServiceEngine:
             by_session[doc.session].append(doc)
         for session, docs in by_session.items():
             for doc in docs:
-                attributes: dict[str, object] = {"turn": doc.key, "session": session,
+                attributes: dict[str, object] = {"turn": doc.key, "session_id": session,
                                                  "role": doc.role}
                 if doc.speaker:
                     attributes["speaker"] = doc.speaker
@@ -279,6 +280,42 @@ def _in_split(qid: str, split: str) -> bool:
     return split == "all" or (split == "dev") == is_dev(qid)
 
 
+PREFACE = """
+No LLM anywhere; CPU only; one shared, loaded 2-core machine. `service` = every benchmark user
+gets a fresh data directory, each turn is written as an `episode` record through
+`MemoryService.remember` (text, role, speaker and session time), and each question is one
+`MemoryService.recall` call (`{"query": question, "limit": 100}`; the LongMemEval official
+protocol adds the filter `attributes.role eq user`). `bm25` = `rank_bm25.BM25Okapi` defaults
+over the same texts split on single spaces (session-level: a session's turns joined, as the
+upstream scripts do), computed in the same run. Our session rankings are the distinct sessions
+of the turn ranking in first-seen order (upstream's turn→session mapping).
+Split: a question is in the development set when the last hex digit of sha256(id) is even
+(`id` = LongMemEval `question_id`, LoCoMo `<sample_id>#<index in qa>`); all tuning used the
+development set only. LoCoMo `overall_1_4` is the headline (category 5, adversarial, apart);
+4 questions without usable evidence are skipped. LongMemEval official averages skip `_abs`
+questions and questions without a user-side `has_answer` turn; the common variant scores
+`answer_session_ids` over all non-abstention questions. nDCG is upstream's binary
+`eval_utils.ndcg`. Latency is wall time of one recall call in-process (service) or one
+`get_scores` (bm25), including all Python work.
+"""
+
+
+def write_docs(paths: list[Path]) -> int:
+    """Merge result files and rewrite the recall-quality section of docs/benchmarks.md."""
+    from quality_report import render, write
+
+    merged: dict[str, object] = {}
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for key, value in data.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key].update(value)  # type: ignore[union-attr]
+            else:
+                merged[key] = value
+    write(ROOT / "docs" / "benchmarks.md", render(merged, PREFACE))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; print JSON."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -289,7 +326,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    ap.add_argument("--write-docs", nargs="*", type=Path, default=None, metavar="JSON",
+                    help="rewrite the docs/benchmarks.md section from these result files "
+                         "(merged in order) instead of running")
     args = ap.parse_args(argv)
+    if args.write_docs is not None:
+        return write_docs(args.write_docs)
     import tempfile
 
     tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")

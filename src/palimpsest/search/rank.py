@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.search.analyzer import analyze, query_terms
-from palimpsest.search.fusion import Signal, reciprocal_rank_fusion
+from palimpsest.search.fusion import Fused, Signal, reciprocal_rank_fusion
 
 DEFAULT_CANDIDATES = 100
 """How many FTS candidates the storage layer should hand over (``max(this, 4 × limit)``)."""
@@ -40,6 +40,9 @@ class Candidate:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     analyzed: str | None = None
     """The stored FTS text (:func:`palimpsest.search.fts.document_text`); saves re-analysis."""
+    thread: str | None = None
+    """The conversation the record belongs to (an episode's ``attributes.session_id``, as the
+    Hermes provider writes it); ``None`` falls back to ``attributes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ COVERAGE_WEIGHT = 1.0
 PROXIMITY_WEIGHT = 0.0
 PROXIMITY_WINDOW = 4
 RRF_K = 60.0
+THREAD_WEIGHT = 0.3
+THREAD_K = 2.0
+THREAD_ATTRIBUTE = "session_id"
 
 
 def _tokens(candidate: Candidate) -> list[str]:
@@ -135,8 +141,32 @@ def rerank(
         if PROXIMITY_WEIGHT and len(terms) > 1:
             prox = [_proximity(terms, t, idf) for t in tokens]
             signals.append(Signal("proximity", _order(candidates, prox), PROXIMITY_WEIGHT))
-    fused = reciprocal_rank_fusion(signals, k=RRF_K, limit=limit)
-    return [Ranked(f.key, f.score, (name,)) for f in fused]
+    fused = reciprocal_rank_fusion(signals, k=RRF_K)
+    if THREAD_WEIGHT:
+        fused = _thread_support(fused, candidates)
+    return [Ranked(f.key, f.score, (name,)) for f in fused[:limit]]
+
+
+def _thread_support(fused: list[Fused], candidates: Sequence[Candidate]) -> list[Fused]:
+    """Records of one conversation (same ``attributes.session_id``) support each other."""
+    thread = {}
+    for c in candidates:
+        value = c.thread if c.thread is not None else c.attributes.get(THREAD_ATTRIBUTE)
+        if isinstance(value, str) and value:
+            thread[c.key] = value
+    own = [1.0 / (THREAD_K + i + 1) for i in range(len(fused))]
+    total: dict[str, float] = {}
+    for f, s in zip(fused, own, strict=True):
+        t = thread.get(f.key)
+        if t is not None:
+            total[t] = total.get(t, 0.0) + s
+    scored = []
+    for i, (f, s) in enumerate(zip(fused, own, strict=True)):
+        t = thread.get(f.key)
+        support = total[t] - s if t is not None else 0.0
+        scored.append((s + THREAD_WEIGHT * support, i, f))
+    scored.sort(key=lambda x: (-x[0], x[1]))
+    return [Fused(f.key, sc, f.signals) for sc, _, f in scored]
 
 
 __all__ = ["DEFAULT_CANDIDATES", "Candidate", "Ranked", "candidate_limit", "rerank"]

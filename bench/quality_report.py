@@ -1,0 +1,92 @@
+"""Render bench/quality.py's JSON as the recall-quality section of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+BEGIN = "<!-- recall-quality:begin -->"
+END = "<!-- recall-quality:end -->"
+KS = (1, 3, 5, 10)
+
+
+def _f(x: Any) -> str:
+    return f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
+def _locomo(res: dict[str, Any], split: str) -> list[str]:
+    data = res["locomo"][split]
+    name = "held-out" if split == "held" else "development"
+    out = [f"#### LoCoMo — {name} set", ""]
+    for level in ("turn", "session"):
+        unit = "dialog turn" if level == "turn" else "session"
+        out += [f"{level.capitalize()}-level (unit = a {unit}):", ""]
+        metrics = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg_any") for k in KS]
+        head = ["engine", "bucket", "n", *metrics]
+        out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for engine in ("service", "local", "bm25"):
+            if engine not in data:
+                continue
+            for bucket, row in data[engine][level].items():
+                cells = [engine, bucket, str(row["n"])] + [_f(row.get(h, "")) for h in head[3:]]
+                out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    lat = {e: data[e]["latency_ms"] for e in data}
+    out += ["Recall latency per question (ms): " + "; ".join(
+        f"{e} p50 {v['p50']} / p99 {v['p99']} (n={v['n']})" for e, v in lat.items()), ""]
+    return out
+
+
+def _lme(res: dict[str, Any], split: str) -> list[str]:
+    data = res["longmemeval_s"][split]
+    name = "held-out" if split == "held" else "development"
+    out = [f"#### LongMemEval_S — {name} set", ""]
+    cols = ["recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10", "recall_any@5",
+            "recall_any@10"]
+    out += ["| engine | protocol | n | " + " | ".join(cols) + " |", "|" + "---|" * (3 + len(cols))]
+    names = {
+        "official_session": "official, session (user turns)",
+        "official_turn": "official, turn (user turns)",
+        "common_session_user_assistant":
+            "common variant, session (user+assistant turns, gold answer_session_ids)",
+    }
+    for engine in ("service", "local", "bm25"):
+        if engine not in data:
+            continue
+        for key, label in names.items():
+            row = data[engine][key]
+            cells = " | ".join(_f(row.get(c, "")) for c in cols)
+            out.append(f"| {engine} | {label} | {row['n']} | {cells} |")
+    out.append("")
+    out += ["Official session recall_all@5 by question type: " + "; ".join(
+        f"{e}: " + ", ".join(f"{t} {_f(r['recall_all@5'])} (n={r['n']})"
+                             for t, r in data[e]["official_session_by_type"].items())
+        for e in data), ""]
+    lat = {e: data[e]["latency_ms"] for e in data}
+    out += ["Recall latency per call (ms): " + "; ".join(
+        f"{e} p50 {v['p50']} / p99 {v['p99']} (n={v['n']})" for e, v in lat.items()), ""]
+    return out
+
+
+def render(res: dict[str, Any], preface: str) -> str:
+    """The whole section, markers included."""
+    lines = [BEGIN, "## Recall quality (bench/quality.py)", "", preface.strip(), ""]
+    for split in ("held", "dev"):
+        if "locomo" in res and split in res["locomo"]:
+            lines += _locomo(res, split)
+        if "longmemeval_s" in res and split in res["longmemeval_s"]:
+            lines += _lme(res, split)
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write(doc: Path, section: str) -> None:
+    """Replace the section between the markers (append it when absent)."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else "# Benchmarks\n"
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END) + r"\n?", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _m: section, text)
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    doc.write_text(text, encoding="utf-8")
