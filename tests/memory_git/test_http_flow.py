@@ -370,3 +370,25 @@ def test_one_history_uhp_writes_and_reviewed_merges(world: dict[str, Any]) -> No
     ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Parking in the back"}))
     head = ok(bob.get(f"/api/memory/{mem}/refs/shared/main"))["head_changeset_id"]
     assert ok(bob.get(f"/api/memory/changesets/{head}"))["parent_ids"] == [fix["changeset_id"]]
+
+
+def test_uhp_write_route_diverts_agents_in_a_reviewed_memory(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    mem = ok(alice.post("/v1/memories", json={"name": "Reviewed via UHP"}))["id"]
+    ok(alice.post(f"/v1/memories/{mem}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    ok(alice.put(f"/api/memory/{mem}/settings", json={"review_required": True}))
+    # bob is an agent: his UHP write becomes a proposal; alice (a person) writes directly
+    pending = ok(bob.post(f"/v1/memories/{mem}/records", json={"content": "Agent claim"},
+                          headers={"Idempotency-Key": "u1"}), 202)
+    assert pending["object"] == "memory.pending_review"
+    direct = ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Person fact"}))
+    listed = [r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]]
+    assert listed == [direct["id"]]
+    ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
+                  json={"verdict": "approve"}), 201)
+    req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))
+    assert req["strategy"] == "merge_commit"  # alice's direct write moved shared meanwhile
+    ok(alice.post(f"/api/memory/{mem}/refs/merge", json=req))
+    listed = {r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]}
+    assert listed == {direct["id"], pending["memory_id"]}

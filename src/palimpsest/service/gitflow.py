@@ -19,6 +19,7 @@ Merge shapes (checked before the transaction):
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -66,10 +67,20 @@ def _str(body: dict[str, Any], name: str, *, required: bool = True) -> str:
 class ReviewFlow:
     """Proposals, reviews and signed merges over a :class:`GitService`."""
 
-    def __init__(self, git: GitService, ring: KeyRing) -> None:
-        """Use ``ring`` both to sign (active key) and to verify (every key: rotation)."""
+    def __init__(self, git: GitService, ring: KeyRing | Callable[[], KeyRing]) -> None:
+        """Use ``ring`` both to sign (active key) and to verify (every key: rotation).
+
+        ``ring`` may be a loader, called on first use (plain writes never need the keys).
+        """
         self.git = git
-        self.ring = ring
+        self._ring = ring
+
+    @property
+    def ring(self) -> KeyRing:
+        """The merge key ring (loaded on first use)."""
+        if not isinstance(self._ring, KeyRing):
+            self._ring = self._ring()
+        return self._ring
 
     def get_proposal(self, principal: str, proposal_id: str) -> dict[str, Any]:
         """A proposal with its reviews (closed ones stay readable)."""

@@ -117,10 +117,17 @@ def _pending(project: str, ref: str, changeset: dict[str, Any],
 
 
 def _payload(body: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(body) - {"type", "title", "content", "attributes"})
+    unknown = sorted(set(body) - {"type", "title", "content", "attributes", "references",
+                                  "time"})
     if unknown:
         raise InvalidInput(f"field {unknown[0]!r} is not supported in a reviewed write",
                            code="unknown-field")
+    if body.get("references"):
+        raise InvalidInput("references are not supported in a reviewed write yet; add them "
+                           "after the review with an add_relationship op", code="unknown-field")
+    when = body.get("time") or {}
+    if not isinstance(when, dict):
+        raise InvalidInput("time must be an object", code="invalid-content")
     content = body.get("content", "")
     if isinstance(content, list):
         texts = [p.get("text", "") for p in content if isinstance(p, dict)]
@@ -139,6 +146,9 @@ def _payload(body: dict[str, Any]) -> dict[str, Any]:
                                "kind": _KINDS.get(str(body.get("type", "note")), "record")}
     if title:
         payload["summary"] = title[:4096]
+    for name in ("valid_from", "valid_to"):
+        if isinstance(when.get(name), str) and when[name]:
+            payload[name] = when[name]
     attributes = body.get("attributes") or {}
     if not isinstance(attributes, dict):
         raise InvalidInput("attributes must be an object", code="invalid-content")

@@ -80,7 +80,8 @@ def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) 
         svc = legacy_access.svc
     store, projector = svc.memory_git_backend()
     git = GitService(GitStore(store), ServiceAccess(svc), projector=projector)
-    return ReviewFlow(git, ring or load_key_ring(Path(svc.data_dir)))
+    data_dir = Path(svc.data_dir)
+    return ReviewFlow(git, ring or (lambda: load_key_ring(data_dir)))
 
 
 __all__ = ["KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]
