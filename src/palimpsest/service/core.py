@@ -70,6 +70,12 @@ def body_from_stored(data: Any) -> RecordBody:
                       data.get("valid_from"), data.get("valid_to"))
 
 
+def _thread(body: RecordBody | None) -> str | None:
+    """The conversation a record belongs to (``attributes.session_id``), for ranking."""
+    value = body.attributes.get("session_id") if body is not None else None
+    return value[:200] if isinstance(value, str) else None
+
+
 class Core:
     """Store, clock and caches shared by every operation."""
 
@@ -220,7 +226,8 @@ class Core:
                 fts_text=document_text(body.text) if body else "",
                 edges=[(r.record_id, r.rel) for r in body.references] if body else (),
                 existing=row["n"] if row is not None else None,
-                was_forgotten=row is not None and row["status"] == "forgotten")
+                was_forgotten=row is not None and row["status"] == "forgotten",
+                thread=_thread(body), when=(body.valid_from if body else None) or eff.written_at)
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
                 return

@@ -399,8 +399,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
         if req.filters is not None:
             # Filters need the record itself; only then are candidates loaded before ranking.
             rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
-        for n, score, analysed in hits:
-            key = str(n)
+        for hit in hits:
+            n, key = hit.n, str(hit.n)
             if req.filters is not None:
                 row = rows.get(n)
                 if row is None:
@@ -409,7 +409,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                 if not rc.matches(req.filters, rec):
                     continue
                 loaded[key] = rec
-            cands[key] = rank.Candidate(key, analysed, score, analyzed=analysed)
+            cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
+                                        analyzed=hit.text, thread=hit.thread)
         if len(hits) < want or bounded:
             exhausted = True
             break

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from palimpsest import canonical
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
@@ -82,7 +82,7 @@ CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
   memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
   written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
-  context_src TEXT);
+  context_src TEXT, thread TEXT, when_at TEXT);
 CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
 CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
 CREATE INDEX IF NOT EXISTS records_context ON records(context_src);
@@ -121,6 +121,17 @@ def load(data: bytes | str) -> Any:
     (bodies were validated before they were encoded), and recall reads many of them.
     """
     return json.loads(data)
+
+
+class Hit(NamedTuple):
+    """One search candidate: row number, BM25 score (higher is better), the analysed text,
+    the conversation thread and the instant the record is about (for the re-ranker)."""
+
+    n: int
+    score: float
+    text: str
+    thread: str | None
+    when: str | None
 
 
 def _priv_text(privs: Iterable[str]) -> str:
@@ -480,7 +491,8 @@ class SqliteStore:
                         body_digest: str, written_at: str, written_by: str, extra: str,
                         changeset_id: str, standing: bool, fts_text: str,
                         edges: Sequence[tuple[str, str]] = (), existing: int | None = None,
-                        was_forgotten: bool = False) -> None:
+                        was_forgotten: bool = False, thread: str | None = None,
+                        when: str | None = None) -> None:
         """Apply a new version: supersede the previous one, move the record, reindex."""
         if version > 1:
             self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
@@ -493,9 +505,10 @@ class SqliteStore:
             context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
                 "INSERT INTO records (id, memory_id, type, version, status, written_at, "
-                "body_digest, standing, context_src) VALUES (?,?,?,?,?,?,?,?,?)",
+                "body_digest, standing, context_src, thread, when_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (record_id, memory_id, type, version, "active", written_at, body_digest,
-                 int(standing), prev["id"] if prev is not None else None))
+                 int(standing), prev["id"] if prev is not None else None, thread, when))
             n = cur.lastrowid
             self._count(memory_id, 1)
         else:
@@ -503,8 +516,8 @@ class SqliteStore:
             if was_forgotten:
                 self._count(memory_id, 1)
             self._x("UPDATE records SET version=?, status='active', written_at=?, "
-                    "body_digest=?, standing=? WHERE n=?",
-                    (version, written_at, body_digest, int(standing), n))
+                    "body_digest=?, standing=?, thread=?, when_at=? WHERE n=?",
+                    (version, written_at, body_digest, int(standing), thread, when, n))
             row = self._one("SELECT context FROM record_fts WHERE rowid=?", (n,))
             context = row["context"] if row is not None else ""  # kept as first written
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
@@ -649,7 +662,7 @@ class SqliteStore:
 
     def search(self, match: str, memory_ids: Sequence[str], statuses: Sequence[str],  # noqa: PLR0917
                types: Sequence[str] | None, limit: int, offset: int = 0,
-               bound: int | None = None) -> list[tuple[int, float, str]]:
+               bound: int | None = None) -> list[Hit]:
         """BM25 over the text index, restricted to records of ``memory_ids`` with a status in
         ``statuses`` (and a type in ``types``): ``(row number, score, analysed text)``, best
         first. With ``bound``, only the newest ``bound`` matches are ranked (terms too common
@@ -677,10 +690,16 @@ class SqliteStore:
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
-        texts = {r["rowid"]: r["text"] for r in self._q(
-            f"SELECT rowid, text FROM record_fts WHERE rowid IN ({marks})",  # noqa: S608
+        more = {r["n"]: r for r in self._q(
+            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, r.when_at AS when_at "  # noqa: S608
+            f"FROM record_fts f JOIN records r ON r.n = f.rowid WHERE f.rowid IN ({marks})",
             [r["n"] for r in rows])}
-        return [(int(r["n"]), -float(r["s"]), texts.get(r["n"], "")) for r in rows]
+        out = []
+        for r in rows:
+            m = more.get(r["n"])
+            out.append(Hit(int(r["n"]), -float(r["s"]), m["text"] if m else "",
+                           m["thread"] if m else None, m["when_at"] if m else None))
+        return out
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
@@ -792,4 +811,4 @@ class SqliteStore:
             "rowid DESC", (kind, memory_id))]
 
 
-__all__ = ["SqliteStore", "hash_secret", "load"]
+__all__ = ["Hit", "SqliteStore", "hash_secret", "load"]
