@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.search.analyzer import analyze, query_terms
-from palimpsest.search.fusion import Fused, Signal, reciprocal_rank_fusion
+from palimpsest.search.fusion import Signal, reciprocal_rank_fusion
 
 DEFAULT_CANDIDATES = 100
 """How many FTS candidates the storage layer should hand over (``max(this, 4 × limit)``)."""
@@ -68,12 +68,6 @@ THREAD_K = 2.0
 THREAD_ATTRIBUTE = "session_id"
 
 
-def _tokens(candidate: Candidate) -> list[str]:
-    if candidate.analyzed is not None:
-        return candidate.analyzed.split()
-    return analyze(candidate.text)
-
-
 def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
     """Rarity of each query term among the candidates (0 for a term none of them holds)."""
     n = len(bags)
@@ -86,7 +80,7 @@ def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
 
 def _coverage(terms: Sequence[str], bag: set[str], idf: Mapping[str, float]) -> float:
     """Sum of the rarity of the distinct query terms a record holds."""
-    return sum(idf[t] for t in terms if t in bag)
+    return sum(idf[t] for t in bag)
 
 
 def _proximity(terms: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]) -> float:
@@ -132,41 +126,51 @@ def rerank(
     signals = [Signal(name, tuple(c.key for c in lexical))]
     terms = query_terms(" ".join(x for x in (query, text) if x))
     if terms:
-        tokens = [_tokens(c) for c in candidates]
-        bags = [set(t) for t in tokens]
+        # Which query terms each candidate holds: substring tests on the space-padded analysed
+        # text run in C (a CJK phrase term matches only as the phrase).
+        padded = [f" {c.analyzed if c.analyzed is not None else ' '.join(analyze(c.text))} "
+                  for c in candidates]
+        bags = [{t for t in terms if f" {t} " in text} for text in padded]
         idf = _idf(terms, bags)
         if COVERAGE_WEIGHT:
             cov = [_coverage(terms, bag, idf) for bag in bags]
             signals.append(Signal("coverage", _order(candidates, cov), COVERAGE_WEIGHT))
         if PROXIMITY_WEIGHT and len(terms) > 1:
-            prox = [_proximity(terms, t, idf) for t in tokens]
+            prox = [_proximity(terms, text.split(), idf) for text in padded]
             signals.append(Signal("proximity", _order(candidates, prox), PROXIMITY_WEIGHT))
     fused = reciprocal_rank_fusion(signals, k=RRF_K)
-    if THREAD_WEIGHT:
-        fused = _thread_support(fused, candidates)
-    return [Ranked(f.key, f.score, (name,)) for f in fused[:limit]]
+    threads = _threads(candidates) if THREAD_WEIGHT else {}
+    if not threads:
+        return [Ranked(f.key, f.score, (name,)) for f in fused[:limit]]
+    keys = [f.key for f in fused]
+    scores = _thread_support(keys, threads)
+    order = sorted(range(len(keys)), key=lambda i: (-scores[i], i))[:limit]
+    return [Ranked(keys[i], scores[i], (name,)) for i in order]
 
 
-def _thread_support(fused: list[Fused], candidates: Sequence[Candidate]) -> list[Fused]:
-    """Records of one conversation (same ``attributes.session_id``) support each other."""
-    thread = {}
+def _threads(candidates: Sequence[Candidate]) -> dict[str, str]:
+    out: dict[str, str] = {}
     for c in candidates:
         value = c.thread if c.thread is not None else c.attributes.get(THREAD_ATTRIBUTE)
         if isinstance(value, str) and value:
-            thread[c.key] = value
-    own = [1.0 / (THREAD_K + i + 1) for i in range(len(fused))]
+            out[c.key] = value
+    return out
+
+
+def _thread_support(keys: Sequence[str], threads: Mapping[str, str]) -> list[float]:
+    """Records of one conversation support each other: a record's score is its own
+    ``1/(THREAD_K + rank)`` plus :data:`THREAD_WEIGHT` times that of its thread-mates."""
+    own = [1.0 / (THREAD_K + i + 1) for i in range(len(keys))]
     total: dict[str, float] = {}
-    for f, s in zip(fused, own, strict=True):
-        t = thread.get(f.key)
+    for key, value in zip(keys, own, strict=True):
+        t = threads.get(key)
         if t is not None:
-            total[t] = total.get(t, 0.0) + s
-    scored = []
-    for i, (f, s) in enumerate(zip(fused, own, strict=True)):
-        t = thread.get(f.key)
-        support = total[t] - s if t is not None else 0.0
-        scored.append((s + THREAD_WEIGHT * support, i, f))
-    scored.sort(key=lambda x: (-x[0], x[1]))
-    return [Fused(f.key, sc, f.signals) for sc, _, f in scored]
+            total[t] = total.get(t, 0.0) + value
+    out = []
+    for key, value in zip(keys, own, strict=True):
+        t = threads.get(key)
+        out.append(value + THREAD_WEIGHT * (total[t] - value) if t is not None else value)
+    return out
 
 
 __all__ = ["DEFAULT_CANDIDATES", "Candidate", "Ranked", "candidate_limit", "rerank"]
