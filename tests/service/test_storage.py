@@ -163,3 +163,24 @@ def test_kill_9_loses_no_acknowledged_write_and_leaves_no_half(tmp_path: Path) -
         assert ok == "ok"
     finally:
         svc.close()
+
+
+def test_older_data_directory_is_upgraded(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "palimpsest.db")
+    db.execute("CREATE TABLE records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+               "memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, "
+               "status TEXT NOT NULL, written_at TEXT NOT NULL, body_digest TEXT NOT NULL, "
+               "standing INTEGER NOT NULL DEFAULT 0)")
+    db.commit()
+    db.close()
+    svc = MemoryService(tmp_path)
+    try:
+        made = svc.bootstrap_owner()
+        assert made is not None
+        me = svc.caller(made[0].id)
+        mid = svc.create_memory(me, {"name": "m"})["id"]
+        svc.remember(me, mid, {"type": "episode", "content": "after the upgrade",
+                               "attributes": {"session_id": "s"}})
+        assert svc.recall(me, mid, {"text": "upgrade"})["results"]
+    finally:
+        svc.close()

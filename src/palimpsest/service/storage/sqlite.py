@@ -85,7 +85,6 @@ CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQ
   context_src TEXT, thread TEXT, when_at TEXT);
 CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
 CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_context ON records(context_src);
 CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
 CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
   memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
@@ -184,6 +183,7 @@ class SqliteStore:
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(_SCHEMA)
+            self._upgrade()
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
@@ -193,6 +193,15 @@ class SqliteStore:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
         self._in_tx = False
+
+    def _upgrade(self) -> None:
+        """Add projection columns that data directories made by older builds lack (their
+        values are re-derived by ``pal admin rebuild``)."""
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(records)")}
+        for column in ("context_src", "thread", "when_at"):
+            if column not in have:
+                self._db.execute(f"ALTER TABLE records ADD COLUMN {column} TEXT")
+        self._db.execute("CREATE INDEX IF NOT EXISTS records_context ON records(context_src)")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
