@@ -150,12 +150,25 @@ class ServiceEngine:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self._open: tuple[object, Path] | None = None
+
+    def close(self) -> None:
+        """Close and delete the previous corpus's data directory (LongMemEval has 498)."""
+        import shutil
+
+        if self._open is not None:
+            svc, data = self._open
+            svc.close()  # type: ignore[attr-defined]
+            shutil.rmtree(data, ignore_errors=True)
+            self._open = None
 
     def open(self, corpus: Corpus) -> Searcher:
         from palimpsest.service.memories import MemoryService
 
+        self.close()
         data = self.workdir / corpus.name.replace("/", "_")
         svc = MemoryService(data)
+        self._open = (svc, data)
         made = svc.bootstrap_owner("bench")
         assert made is not None
         caller = svc.caller(made[0].id)
@@ -359,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             split: {e.name: run_lme(e, corpora_l, split) for e in engines}  # type: ignore[attr-defined]
             for split in splits
         }
+    for engine in engines:
+        if isinstance(engine, ServiceEngine):
+            engine.close()
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.out:
