@@ -231,7 +231,9 @@ class QueryDefine(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     requires: Literal["read", "write"] = "read"
     language: Annotated[str, StringConstraints(min_length=1, max_length=100)]
-    body: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+    # language "recall": a recall request whose "$name" strings are replaced by params;
+    # a textual language would carry its statement as a string.
+    body: dict[str, Any] | Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
 
 
 class QueryRun(Strict):

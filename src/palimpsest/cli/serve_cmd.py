@@ -12,8 +12,6 @@ With ``--json`` the command prints one JSON line once the socket is listening â€
 
 from __future__ import annotations
 
-import ipaddress
-import os
 import signal
 import socket
 import sys
@@ -26,31 +24,15 @@ import uvicorn
 from palimpsest import canonical
 from palimpsest.api.app import ApiConfig, create_app
 from palimpsest.api.guard import LOOPBACK_HOSTS, GuardConfig
+from palimpsest.cli.datadir import default_data_dir, is_loopback
 from palimpsest.errors import InvalidInput
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text
 
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "command", "default_data_dir", "is_loopback"]
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-
-def default_data_dir() -> Path:
-    """``$PAL_DATA_DIR``, else ``$XDG_DATA_HOME/palimpsest/service`` (``~/.local/share``)."""
-    explicit = os.environ.get("PAL_DATA_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "palimpsest" / "service"
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals; names are not resolved."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _listen(host: str, port: int) -> socket.socket:
