@@ -86,6 +86,8 @@ class Core:
         self._real = clock is None
         self._sealed: dict[str, RecordBody] = {}
         self._tree: tuple[int, Tree] | None = None
+        self._views: dict[frozenset[str], View] = {}
+        self._views_of: Tree | None = None
 
     # --- time -----------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -116,8 +118,18 @@ class Core:
         return Caller(member, self.store.groups_of(member_id))
 
     def view(self, caller: Caller) -> View:
-        """The caller's effective privileges over the current tree."""
-        return View(self.tree(), caller.principals)
+        """The caller's effective privileges over the current tree (a view memoises per node,
+        so it is kept until the tree or grants change)."""
+        tree = self.tree()
+        if self._views_of is not tree:
+            self._views = {}
+            self._views_of = tree
+        found = self._views.get(caller.principals)
+        if found is None:
+            if len(self._views) > 1024:
+                self._views.clear()
+            found = self._views[caller.principals] = View(tree, caller.principals)
+        return found
 
     def resolve(self, caller: Caller, memory_id: Any, privilege: str | None) -> tuple[View,
                                                                                          Memory]:

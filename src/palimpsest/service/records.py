@@ -6,6 +6,7 @@ to the projection and the search index in the same transaction.
 
 from __future__ import annotations
 
+from palimpsest.errors import Forbidden
 from palimpsest.search import rank
 from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
@@ -13,6 +14,7 @@ from palimpsest.service import recall as rc
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
+    MEMORY_FORBIDDEN,
     Caller,
     ContentPart,
     FileBytes,
@@ -275,6 +277,10 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
 
     def check() -> None:
         core.resolve(caller, memory_id, "delete")
+        if caller.member.type == "agent":
+            # Erase is a person's act, never an agent's (uhp-memories.md §14).
+            raise Forbidden("erase is a person's act; an agent may forget instead",
+                            code=MEMORY_FORBIDDEN)
 
     def apply(k: str) -> Wire:
         erased: list[str] = []
