@@ -1,14 +1,13 @@
 """Recall quality on LoCoMo and LongMemEval_S, against a same-run BM25 baseline. No LLM, CPU only.
 
-    .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N] [--split dev|held|all]
-                                      [--engine service|local] [--write-docs]
+    .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N]
+                                      [--split dev|held|both|all] [--out FILE]
+    .venv/bin/python bench/quality.py --write-docs RESULT.json [RESULT.json ...]
 
-- ``service`` (the default and the only one whose numbers are reported): every benchmark user
-  gets a fresh data directory; its turns are written as ``episode`` records through
-  :class:`palimpsest.service.memories.MemoryService` exactly as an agent harness would (text,
-  role, speaker and the session time) and every question is asked through ``recall``.
-- ``local`` is a development harness only (an in-memory FTS5 table driven by the same
-  ``palimpsest.search`` functions); it exists to iterate before the service is complete.
+- Ours: every benchmark user gets a fresh data directory; its turns are written as ``episode``
+  records through :class:`palimpsest.service.memories.MemoryService` as an agent harness would
+  (text, role, speaker, ``session_id`` as the Hermes provider writes it, and the session time)
+  and every question is one ``recall`` call. There is no other index.
 - The baseline is ``rank_bm25.BM25Okapi`` over the same texts split on single spaces.
 
 Prints one JSON document; ``--write-docs`` also rewrites the quality section of
@@ -97,50 +96,6 @@ class BM25Engine:
             return [keys[i] for i in order[:100]]
 
         return search
-
-
-class LocalEngine:
-    """Development harness: one in-memory FTS5 table + palimpsest.search (never reported)."""
-
-    name = "local"
-
-    def open(self, corpus: Corpus) -> Searcher:
-        import sqlite3
-
-        from palimpsest.search import fts, rank
-
-        conn = sqlite3.connect(":memory:")
-        conn.execute(
-            f"CREATE VIRTUAL TABLE t USING fts5(title, body, role UNINDEXED, "
-            f"tokenize='{fts.FTS5_TOKENIZE}')"
-        )
-        conn.executemany(
-            "INSERT INTO t(rowid, title, body, role) VALUES (?, ?, ?, ?)",
-            [(i, "", fts.document_text(d.text), d.role) for i, d in enumerate(corpus.docs)],
-        )
-        docs = corpus.docs
-
-        def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
-            expr = fts.match_expression(query)
-            if expr is None:
-                return []
-            sql = "SELECT rowid, -bm25(t, 2.0, 1.0), body FROM t WHERE t MATCH ?"
-            args: list[object] = [expr]
-            if role:
-                sql += " AND role = ?"
-                args.append(role)
-            sql += " ORDER BY bm25(t, 2.0, 1.0) LIMIT ?"
-            args.append(rank.candidate_limit(100))
-            rows = conn.execute(sql, args).fetchall()
-            cands = [
-                rank.Candidate(docs[r].key, docs[r].text, s, docs[r].when,
-                               {"speaker": docs[r].speaker, "role": docs[r].role,
-                                "session_id": docs[r].session}, body)
-                for r, s, body in rows
-            ]
-            return [r.key for r in rank.rerank(query, cands, limit=100)]
-
-        return _sessions_from_turns(search, corpus)
 
 
 class ServiceEngine:
@@ -335,7 +290,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", choices=["locomo", "lme", "all"], default="all")
     ap.add_argument("--limit", type=int, default=0, help="at most N corpora per benchmark")
     ap.add_argument("--split", choices=["dev", "held", "both", "all"], default="both")
-    ap.add_argument("--engine", choices=["service", "local"], default="service")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
@@ -349,10 +303,10 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")
     workdir = args.workdir or Path(tmp.name)
-    ours = ServiceEngine(workdir) if args.engine == "service" else LocalEngine()
+    ours = ServiceEngine(workdir)
     engines: list[object] = [ours] + ([] if args.no_baseline else [BM25Engine()])
     splits = ["dev", "held"] if args.split == "both" else [args.split]
-    result: dict[str, object] = {"engine": args.engine, "limit": args.limit or None}
+    result: dict[str, object] = {"limit": args.limit or None}
     if args.bench in ("locomo", "all"):
         corpora = locomo(SHARED / "bench" / "locomo" / "locomo10.json")
         if args.limit:
