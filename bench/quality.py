@@ -249,6 +249,16 @@ def _in_split(qid: str, split: str) -> bool:
 
 
 PREFACE = """
+What recall does (the engine every user gets; nothing here is benchmark-specific): text is
+analysed by `palimpsest.search.analyzer` (Unicode words, case and Latin-accent folding,
+English stop words, a light suffix stemmer, CJK unigrams); SQLite FTS5 BM25 ranks the record's
+own words (weight 1.0) and, for an episode, the words of the episode written just before it in
+the same memory (`fts.CONTEXT_WEIGHT` 0.5); `search.rank` fuses that BM25 order with a
+rarity-weighted coverage of the question's terms (reciprocal rank fusion, k = 60) and lets
+episodes of one conversation (`attributes.session_id`, as the Hermes provider writes it)
+support each other (`THREAD_WEIGHT` 0.3). No embeddings: the optional local embedding signal
+was not built, so `query` is answered lexically and the service says so in `degraded`.
+
 No LLM anywhere; CPU only; one shared, loaded 2-core machine. `service` = every benchmark user
 gets a fresh data directory, each turn is written as an `episode` record through
 `MemoryService.remember` (text, role, speaker and session time), and each question is one

@@ -69,9 +69,52 @@ def _lme(res: dict[str, Any], split: str) -> list[str]:
     return out
 
 
+def _headline(res: dict[str, Any]) -> list[str]:
+    rows: list[tuple[str, str, str, str, str]] = []
+    loc = res.get("locomo", {}).get("held")
+    if loc:
+        s, b = loc["service"], loc["bm25"]
+        for level, metric, target in (("turn", "recall_any@5", "≥ 0.60"),
+                                      ("turn", "recall_all@5", "> BM25"),
+                                      ("turn", "ndcg_any@5", "> BM25"),
+                                      ("session", "recall_any@5", "> BM25"),
+                                      ("session", "recall_all@5", "> BM25")):
+            rows.append((f"LoCoMo {level} {metric}, categories 1–4",
+                         _f(s[level]["overall_1_4"][metric]), _f(b[level]["overall_1_4"][metric]),
+                         target, ""))
+        rows.append(("LoCoMo recall p50 / p99 ms", f"{s['latency_ms']['p50']} / "
+                     f"{s['latency_ms']['p99']}", f"{b['latency_ms']['p50']} / "
+                     f"{b['latency_ms']['p99']}", "p50 ≤ 20", ""))
+    lme = res.get("longmemeval_s", {}).get("held")
+    if lme:
+        s, b = lme["service"], lme["bm25"]
+        for key, metric, target in (("official_session", "recall_all@5", "≥ 0.85"),
+                                    ("official_session", "ndcg_any@5", "> BM25"),
+                                    ("official_session", "recall_all@10", "> BM25"),
+                                    ("official_session", "ndcg_any@10", "> BM25"),
+                                    ("official_turn", "recall_all@5", "> BM25"),
+                                    ("official_turn", "ndcg_any@5", "> BM25"),
+                                    ("common_session_user_assistant", "recall_any@5", "≥ 0.97")):
+            label = {"official_session": "official session",
+                     "official_turn": "official turn",
+                     "common_session_user_assistant": "common variant session"}[key]
+            rows.append((f"LongMemEval_S {label} {metric}", _f(s[key][metric]),
+                         _f(b[key][metric]), target, ""))
+        rows.append(("LongMemEval_S recall p50 / p99 ms", f"{s['latency_ms']['p50']} / "
+                     f"{s['latency_ms']['p99']}", f"{b['latency_ms']['p50']} / "
+                     f"{b['latency_ms']['p99']}", "p50 ≤ 20", ""))
+    if not rows:
+        return []
+    out = ["### Headline (held-out set)", "",
+           "| metric | Palimpsest (service) | BM25 same run | issue target |", "|---|---|---|---|"]
+    out += [f"| {a} | {b} | {c} | {d} |" for a, b, c, d, _ in rows]
+    return [*out, ""]
+
+
 def render(res: dict[str, Any], preface: str) -> str:
     """The whole section, markers included."""
     lines = [BEGIN, "## Recall quality (bench/quality.py)", "", preface.strip(), ""]
+    lines += _headline(res)
     for split in ("held", "dev"):
         if "locomo" in res and split in res["locomo"]:
             lines += _locomo(res, split)
