@@ -392,3 +392,60 @@ def test_uhp_write_route_diverts_agents_in_a_reviewed_memory(world: dict[str, An
     ok(alice.post(f"/api/memory/{mem}/refs/merge", json=req))
     listed = {r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]}
     assert listed == {direct["id"], pending["memory_id"]}
+
+
+def test_two_reviewers_merge_at_once_over_http(world: dict[str, Any]) -> None:
+    """Two merges into refs/shared/main race over real sockets: exactly one CAS wins; the loser
+    is told to re-read, and its nonce is not consumed (docs/memory-git.md)."""
+    import threading
+
+    alice, bob = world["alice"], world["bob"]
+    mem = ok(alice.post("/v1/memories", json={"name": "Race"}))["id"]
+    ok(alice.post(f"/v1/memories/{mem}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    ok(alice.post(f"/api/memory/{mem}/legacy-root", json={}), 201)
+    root = head_of(alice, mem, "refs/shared/main")
+    props = {}
+    for who, other in (("alice", bob), ("bob", alice)):
+        client = world[who]
+        ref = f"refs/agents/{world['mids'][who]}/main"
+        ok(client.post(f"/api/memory/{mem}/branches",
+                       json={"ref_name": ref, "head_changeset_id": root}), 201)
+        ok(commit(client, mem, ref, f"race-{who}", f"{who} was here", root), 201)
+        prop = ok(client.post(f"/api/memory/{mem}/proposals",
+                              json={"source_ref": ref, "idempotency_key": f"race-{who}"}), 201)
+        ok(other.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                      json={"verdict": "approve"}), 201)
+        props[who] = prop["proposal_id"]
+    # each proposal's reviewer merges it: bob merges alice's, alice merges bob's
+    reqs = {"bob": ok(bob.post(f"/api/memory/proposals/{props['alice']}/authorize", json={})),
+            "alice": ok(alice.post(f"/api/memory/proposals/{props['bob']}/authorize",
+                                   json={}))}
+    barrier = threading.Barrier(2)
+    answers: dict[str, httpx.Response] = {}
+
+    def run(who: str) -> None:
+        with world["server"].client(world["tokens"][who]) as client:
+            barrier.wait()
+            answers[who] = client.post(f"/api/memory/{mem}/refs/merge", json=reqs[who])
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in reqs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = sorted(r.status_code for r in answers.values())
+    assert statuses == [200, 409], {w: r.text for w, r in answers.items()}
+    loser = next(w for w, r in answers.items() if r.status_code == 409)
+    body = answers[loser].json()
+    assert body["error"] == "cas_mismatch" and "re-read" in body["message"]
+    advances = ok(alice.get(f"/api/memory/{mem}/changesets"))["changesets"]
+    assert len(advances) == 2  # the root and the winner's changeset: nothing of the loser
+    # The loser's nonce was not burnt, but its envelope is bound to the old head: a retry with
+    # it is still refused (stale expected head), so the loser asks for a fresh authorization.
+    retry = world[loser].post(f"/api/memory/{mem}/refs/merge", json=reqs[loser])
+    assert retry.status_code == 409 and retry.json()["error"] == "cas_mismatch"
+    fresh = ok(world[loser].post(f"/api/memory/proposals/{reqs[loser]['merge_proposal_id']}"
+                                 "/authorize", json={}))
+    assert fresh["strategy"] == "merge_commit"
+    ok(world[loser].post(f"/api/memory/{mem}/refs/merge", json=fresh))
