@@ -38,6 +38,7 @@ def test_rebuild_reproduces_every_projection(svc: MemoryService, owner: Caller) 
     assert svc.get_memory(owner, mid)["records"] == {"count": 11}
     before = snapshot(svc, owner, mid)
     report = svc.rebuild()
+    assert report["equal"] is True
     assert svc.get_memory(owner, mid)["records"] == {"count": 11}
     assert report["verified"] == 16 and report["records"] == 11 and report["versions"] == 13
     assert snapshot(svc, owner, mid) == before
@@ -184,3 +185,14 @@ def test_older_data_directory_is_upgraded(tmp_path: Path) -> None:
         assert svc.recall(me, mid, {"text": "upgrade"})["results"]
     finally:
         svc.close()
+
+
+def test_rebuild_reports_a_projection_changed_outside_the_service(svc: MemoryService,
+                                                                  owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    svc.remember(owner, mid, {"content": "plain", "attributes": {"standing": False}})
+    assert svc.rebuild()["equal"] is True
+    svc._store._db.execute("UPDATE records SET standing = 1")  # forged outside the service
+    assert svc.prime(owner, mid, 1000)["records"]
+    assert svc.rebuild()["equal"] is False
+    assert svc.prime(owner, mid, 1000)["records"] == []  # the history wins

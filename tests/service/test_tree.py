@@ -160,3 +160,15 @@ def test_bad_bodies_are_refused(svc: MemoryService, owner: Caller) -> None:
     assert svc.list_memories(owner)["data"] == []
     with pytest.raises(NotFound):
         svc.create_memory(owner, {"name": "x", "parent_id": "hmem_missing"})
+
+
+def test_unseen_parent_is_not_named(svc: MemoryService, owner: Caller) -> None:
+    top = svc.create_memory(owner, {"name": "top"})["id"]
+    below = svc.create_memory(owner, {"name": "below", "parent_id": top})["id"]
+    bob = member(svc, "bob")
+    svc.put_grant(owner, below, {"principal": f"member:{bob.member.id}", "privileges": ["read"]})
+    seen = svc.get_memory(bob, below)
+    assert seen["parent_id"] is None and seen["ancestors"] == []
+    for listing in (svc.list_memories(bob), svc.list_memories(bob, granted=True)):
+        assert top not in str(listing)
+    assert svc.get_memory(owner, below)["parent_id"] == top

@@ -148,9 +148,12 @@ class Core:
     def memory_wire(self, view: View, m: Memory) -> Wire:
         """The memory object for this caller."""
         counts = self.store.record_counts([m.id])
-        return m.to_wire(ancestors=view.visible_ancestors(m.id),
-                         privileges=view.privileges(m.id), records=counts[m.id],
-                         children=len(view.visible_children(m.id)))
+        out = m.to_wire(ancestors=view.visible_ancestors(m.id),
+                        privileges=view.privileges(m.id), records=counts[m.id],
+                        children=len(view.visible_children(m.id)))
+        # A parent the caller cannot see is not named: its id would reveal that it exists.
+        out["parent_id"] = view.visible_parent(m.id)
+        return out
 
     # --- idempotent writes ----------------------------------------------------------------
     def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
@@ -266,6 +269,7 @@ class Core:
                         continue
                     reachable.add(cid)
                     stack.extend(parents[cid])
+            before = self.store.projection_fingerprint()
             self.store.clear_projections()
             verified = 0
             for d in docs:
@@ -275,7 +279,8 @@ class Core:
                     for op in cs.ops:
                         self.apply(cs, op)
             counts = self.store.counts()
-        return {"object": "memory.rebuild", "verified": verified, **counts}
+            equal = self.store.projection_fingerprint() == before
+        return {"object": "memory.rebuild", "verified": verified, **counts, "equal": equal}
 
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()

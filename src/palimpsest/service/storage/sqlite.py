@@ -584,6 +584,24 @@ class SqliteStore:
                         (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
         return digests
 
+    def projection_fingerprint(self) -> str:
+        """A digest of every projection row (records, versions, index text, edges, counts),
+        independent of row numbers, so a rebuild can prove it reproduced the same state."""
+        h = hashlib.sha256()
+        queries = (
+            "SELECT r.id, r.memory_id, r.type, r.version, r.status, r.written_at, "
+            "r.body_digest, r.standing, r.context_src, r.thread, r.when_at, f.text, f.context "
+            "FROM records r LEFT JOIN record_fts f ON f.rowid = r.n ORDER BY r.id",
+            "SELECT * FROM versions ORDER BY record_id, version",
+            "SELECT src, dst, rel, memory_id FROM edges ORDER BY src, dst, rel",
+            "SELECT memory_id, active FROM memory_counts WHERE active != 0 ORDER BY memory_id",
+        )
+        for sql in queries:
+            for row in self._db.execute(sql):
+                h.update(repr(tuple(row)).encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()
+
     def compact_after_erase(self) -> None:
         """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
         index segments until they merge, and the WAL keeps old page images until a
