@@ -14,6 +14,10 @@ over loopback HTTP with keep-alive connections:
 - same-run baselines: the HTTP floor (``GET /v1/uhp``, authentication and routing only) and,
   after the server stops, :meth:`MemoryService.remember` in-process on the same store.
 
+Wall-clock rates depend on what else the machine runs, so the server's CPU time during the
+remember phase is read from ``/proc`` too: writes per CPU-second is what one free core would
+sustain.
+
 Prints one JSON document. Numbers go to docs/benchmarks.md. The 1M-record in-process recall is
 ``bench/service_inprocess.py`` (the service core's benchmark).
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -54,6 +59,12 @@ INPROC = _inprocess()
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -139,15 +150,17 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
                 bodies = [{"text": q, "limit": 8} for q in qs]
                 root_lat = _latencies(client, "POST", f"/v1/memories/{root}/recall", bodies)
                 leaf_lat = _latencies(client, "POST", f"/v1/memories/{leaves[0]}/recall", bodies)
+            cpu0 = _cpu_seconds(proc.pid)
             concurrent = _remember_rate(url, token, leaves[1], clients=clients, total=n_writes,
                                         rng=rng)
+            server_cpu = _cpu_seconds(proc.pid) - cpu0
             single = _remember_rate(url, token, leaves[2], clients=1, total=n_writes // 2, rng=rng)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
         with MemoryService(data_dir) as again:
-            inproc = INPROC.time_remember(again, again.caller(owner.id), leaves[3], rng,
-                                          n_writes)
+            inproc_wall, inproc_cpu = INPROC.time_remember(again, again.caller(owner.id),
+                                                           leaves[3], rng, n_writes)
     return {
         "records": size, "memories": INPROC.MEMORIES + 1,
         "seed_records_per_s": round(size / seeded),
@@ -155,8 +168,13 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
         "recall_root_http": _summary(root_lat),
         "recall_leaf_http": _summary(leaf_lat),
         "remember_http_per_s": round(concurrent), "remember_http_clients": clients,
+        # What one core of the server sustains: writes per CPU-second of the server process
+        # (parsing, auth, validation, the facade, SQLite), independent of other load.
+        "remember_http_per_server_cpu_s": round(n_writes / server_cpu) if server_cpu else None,
         "remember_http_single_client_per_s": round(single),
-        "baseline_remember_inprocess_per_s": round(inproc),
+        "baseline_remember_inprocess_per_s": round(inproc_wall),
+        "baseline_remember_inprocess_per_cpu_s": round(inproc_cpu),
+        "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
     }
 
 
