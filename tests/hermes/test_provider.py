@@ -371,3 +371,11 @@ def test_recall_status_on_a_newer_hermes_reports_new_items_only(
     assert provider.recall_status() == RecallStatus(provider_label="Palimpsest", count=1)
     assert _turn(provider, "third question") == ""
     assert provider.recall_status() is None
+
+
+def test_max_body_bytes_caps_the_servers_answer(server: StubServer, tmp_path: Path) -> None:
+    server.script.records = [record(f"r{i}", "y" * 200) for i in range(10)]  # ≈ 6 KB answer
+    capped = _provider(tmp_path, _env(server, MAX_BODY_BYTES="1024"))
+    assert _turn(capped, "a long answer") == ""
+    roomy = _provider(tmp_path, _env(server, MAX_BODY_BYTES="1048576"))
+    assert len(_ids(_turn(roomy, "a long answer", session="s9"))) == 10
