@@ -379,3 +379,13 @@ def test_max_body_bytes_caps_the_servers_answer(server: StubServer, tmp_path: Pa
     assert _turn(capped, "a long answer") == ""
     roomy = _provider(tmp_path, _env(server, MAX_BODY_BYTES="1048576"))
     assert len(_ids(_turn(roomy, "a long answer", session="s9"))) == 10
+
+
+def test_timeout_bound_gives_up_on_a_stalled_server(server: StubServer, tmp_path: Path) -> None:
+    server.script.records = [record("r1", "one")]
+    server.script.mode = "slow"  # the server holds every answer until released
+    provider = _provider(tmp_path, _env(server, TIMEOUT="0.2"))
+    provider.queue_prefetch("a question for a stalled server")
+    provider.wait_idle(5)
+    assert provider.prefetch("next turn") == ""
+    server.script.release.set()
