@@ -250,3 +250,46 @@ def test_unknown_project_and_missing_grant(env: tuple[ReviewFlow, GrantTable]) -
     access.allow("member:reader", P, "read")
     with pytest.raises(Forbidden):
         flow.git.create_branch("member:reader", P, {"ref_name": "refs/agents/reader/x"})
+
+
+def test_forged_cherry_pick_content_is_refused(env: tuple[ReviewFlow, GrantTable]) -> None:
+    from palimpsest.service import mergeauth
+
+    flow, _ = env
+    branch(flow, ALICE, "refs/agents/alice/main")
+    cs = commit(flow, ALICE, "refs/agents/alice/main", "a1", add("safe"), add("also safe"))
+    prop, _ = flow.propose(ALICE, P, {"source_ref": "refs/agents/alice/main",
+                                      "idempotency_key": "p", "selected_ops": [f"{cs}:0"]})
+    flow.review(BOB, prop["proposal_id"], {"verdict": "approve"})
+    honest = flow.authorize(BOB, prop["proposal_id"], {})
+    # The reviewer prepares its own "pick" with other content and signs for it.
+    forged, _ = flow.git.create_changeset(BOB, {
+        "project_id": P, "ref_name": "refs/shared/main", "advance_ref": False,
+        "parent_ids": [honest["expected_head"]], "idempotency_key": "forge",
+        "ops": [{"op_type": "add_memory",
+                 "payload": {"content": "poisoned", "cherrypicked_from": cs}}]})
+    request = mergeauth.MergeRequest(P, "refs/shared/main", honest["expected_head"],
+                                     forged["changeset_id"], prop["proposal_id"], BOB)
+    _, wire = mergeauth.build(request, proposal_digest=prop["proposal_digest"],
+                              merger_principal=BOB, strategy="cherry_pick", ring=flow.ring,
+                              now_ns=flow.git.clock())
+    with pytest.raises(Conflict) as err:
+        flow.merge(BOB, P, {**honest, "new_head": forged["changeset_id"],
+                            "merge_authorization": wire})
+    assert err.value.code == "merge-shape"
+    flow.merge(BOB, P, honest)
+    assert [m["content"] for m in flow.git.context_at(BOB, P, {})["memories"]] == ["safe"]
+
+
+def test_unadvanced_commits_respect_ownership_and_selection_bounds(
+        env: tuple[ReviewFlow, GrantTable]) -> None:
+    flow, _ = env
+    root = branch(flow, ALICE, "refs/agents/alice/main")
+    with pytest.raises(Forbidden):
+        flow.git.create_changeset(BOB, {
+            "project_id": P, "ref_name": "refs/agents/alice/main", "advance_ref": False,
+            "parent_ids": [root], "idempotency_key": "x", "ops": [add("squat")]})
+    cs = commit(flow, ALICE, "refs/agents/alice/main", "a1", add("one"))
+    with pytest.raises(InvalidInput):
+        flow.propose(ALICE, P, {"source_ref": "refs/agents/alice/main",
+                                "idempotency_key": "p", "selected_ops": [f"{cs}:5"]})

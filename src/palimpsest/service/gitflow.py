@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from palimpsest import canonical
@@ -140,10 +139,11 @@ class ReviewFlow:
         if body.get("base_changeset_id") not in (None, base):
             raise Conflict("base_changeset_id is not the target's current head",
                            code="cas_mismatch", hint="re-read the target ref")
-        mine = {cs.changeset_id for cs in self.git.only_in(head, base)}
+        mine = {cs.changeset_id: len(cs.ops) for cs in self.git.only_in(head, base)}
         for item in selected:
             cid, _, ordinal = item.partition(":")
-            if cid not in mine or not ordinal.isdigit():
+            if (cid not in mine or not ordinal.isdigit() or len(ordinal) > 6
+                    or int(ordinal) >= mine[cid]):
                 raise InvalidInput(f"selected op {item[:80]!r} is not on the source branch",
                                    code="invalid-selection")
         conflicts = self._conflicts(project, base, head)
@@ -292,18 +292,19 @@ class ReviewFlow:
                 "reviewer_principal": reviewer, "merge_authorization": wire,
                 "strategy": strategy}
 
+    def _picked(self, item: str) -> tuple[str, str | None, dict[str, Any]]:
+        """What a faithful pick of ``<changeset>:<ordinal>`` must carry (ids re-derived)."""
+        cid, _, ordinal = item.partition(":")
+        op = self.git.load(cid).ops[int(ordinal)]
+        payload = {k: v for k, v in (op.payload or {}).items()
+                   if k not in ("memory_id", "event_id")}
+        payload["cherrypicked_from"] = cid
+        return op.op_type, op.target_event_id, payload
+
     def _cherry_pick(self, principal: str, proposal: Proposal, expected: str) -> Any:
-        picked: list[GitOp] = []
-        for item in proposal.selected_ops:
-            cid, _, ordinal = item.partition(":")
-            op = self.git.load(cid).ops[int(ordinal)]
-            # A picked op creates new memories (ids re-derived), so merging the whole branch
-            # later is reported as duplicate content instead of colliding ids.
-            payload = {k: v for k, v in (op.payload or {}).items()
-                       if k not in ("memory_id", "event_id")}
-            payload["cherrypicked_from"] = cid
-            picked.append(replace(op, ordinal=len(picked), payload=payload,
-                                  resulting_event_id=None))
+        picked = [GitOp(i, op_type, target, None, payload)
+                  for i, (op_type, target, payload) in enumerate(
+                      self._picked(item) for item in proposal.selected_ops)]
         return self.git.commit_server(
             principal, proposal.project_id, proposal.target_ref, parents=(expected,),
             message=f"cherry-pick for proposal {proposal.proposal_id}",
@@ -379,14 +380,16 @@ class ReviewFlow:
         elif strategy == "merge_commit":
             ok = new.parent_ids == (request.expected_head, pinned) and not new.ops
         else:
-            wanted = [item.split(":") for item in proposal.selected_ops]
-            ok = bool(wanted) and new.parent_ids == (request.expected_head,) and len(
-                new.ops) == len(wanted) and all(
-                (op.payload or {}).get("cherrypicked_from") == cid
-                for op, (cid, _) in zip(new.ops, wanted, strict=True))
+            wanted = [self._picked(item) for item in proposal.selected_ops]
+            ok = bool(wanted) and new.parent_ids == (request.expected_head,) and [
+                _pick_identity(op) for op in new.ops] == wanted
         if not ok:
             raise Conflict(f"new_head does not have the {strategy} shape for this proposal",
                            code="merge-shape", hint="ask for a fresh merge authorization")
+
+
+def _pick_identity(op: GitOp) -> tuple[str, str | None, dict[str, Any]]:
+    return op.op_type, op.target_event_id, dict(op.payload or {})
 
 
 def _digest(request: dict[str, Any]) -> str:

@@ -378,6 +378,11 @@ class GitService:
                 self._owned(principal, ref)
         elif protected and ref is None:
             raise NotFound(f"ref {req.ref_name} does not exist", code="ref-not-found")
+        elif not protected and ref is not None and ref["created_by_principal"] != principal:
+            raise Forbidden(f"{req.ref_name} belongs to another principal",
+                            code="ref-not-owned")
+        elif not protected and ref is None and not may_create(principal, req.ref_name):
+            raise Forbidden(f"{req.ref_name} is outside your namespace", code="ref-not-owned")
         current = ref["head_changeset_id"] if ref else None
         parents = req.parent_ids or ((current,) if current else ())
         if req.advance_ref and current is not None and req.expected_head is None:
