@@ -279,8 +279,9 @@ class Core:
                     for op in cs.ops:
                         self.apply(cs, op)
             counts = self.store.counts()
-            equal = self.store.projection_fingerprint() == before
-        return {"object": "memory.rebuild", "verified": verified, **counts, "equal": equal}
+            after = self.store.projection_fingerprint()
+        return {"object": "memory.rebuild", "verified": verified, **counts,
+                "equal": after == before, "digest_before": before, "digest_after": after}
 
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()
