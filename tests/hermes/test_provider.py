@@ -386,6 +386,7 @@ def test_timeout_bound_gives_up_on_a_stalled_server(server: StubServer, tmp_path
     server.script.mode = "slow"  # the server holds every answer until released
     provider = _provider(tmp_path, _env(server, TIMEOUT="0.2"))
     provider.queue_prefetch("a question for a stalled server")
-    provider.wait_idle(5)
-    assert provider.prefetch("next turn") == ""
+    finished = provider.wait_idle(5)
     server.script.release.set()
+    assert finished  # the 0.2 s deadline ended the request; the server would hold it 10 s
+    assert provider.prefetch("next turn") == ""
