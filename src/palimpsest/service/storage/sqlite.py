@@ -187,8 +187,10 @@ class SqliteStore:
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
-            self._db.execute("INSERT INTO record_fts(record_fts, rank) "
-                             "VALUES ('rank', ?)", (_RANK,))
+            rank = self._db.execute("SELECT v FROM record_fts_config WHERE k='rank'").fetchone()
+            if rank is None or rank[0] != _RANK:  # set once, not on every open
+                self._db.execute("INSERT INTO record_fts(record_fts, rank) "
+                                 "VALUES ('rank', ?)", (_RANK,))
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
