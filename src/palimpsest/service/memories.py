@@ -155,7 +155,9 @@ class MemoryService:
     def rebuild(self) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
         verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
-        ``{changesets, records, versions, indexed}`` counts."""
+        ``{object, verified, changesets, records, versions, indexed, equal, digest_before,
+        digest_after}`` — ``equal`` is false when the stored projections had been changed
+        outside the service (the rebuild then restores what the history says)."""
         return self._core.rebuild()
 
     # --- discovery and providers --------------------------------------------------------------
