@@ -390,3 +390,22 @@ def test_timeout_bound_gives_up_on_a_stalled_server(server: StubServer, tmp_path
     server.script.release.set()
     assert finished  # the 0.2 s deadline ended the request; the server would hold it 10 s
     assert provider.prefetch("next turn") == ""
+
+
+def test_pip_entry_point_registers_the_provider() -> None:
+    from importlib.metadata import entry_points
+
+    (point,) = [
+        e for e in entry_points(group="hermes_agent.memory_providers") if e.name == "palimpsest"
+    ]
+    module = point.load()
+
+    class Collector:
+        provider: object = None
+
+        def register_memory_provider(self, provider: object) -> None:
+            self.provider = provider
+
+    collector = Collector()
+    module.register(collector)
+    assert isinstance(collector.provider, PalimpsestMemoryProvider)
