@@ -449,3 +449,28 @@ def test_two_reviewers_merge_at_once_over_http(world: dict[str, Any]) -> None:
                                  "/authorize", json={}))
     assert fresh["strategy"] == "merge_commit"
     ok(world[loser].post(f"/api/memory/{mem}/refs/merge", json=fresh))
+
+
+def test_every_write_route_takes_an_idempotency_key(world: dict[str, Any]) -> None:
+    doc = ok(world["alice"].get("/openapi.json"))
+    for path, item in doc["paths"].items():
+        if not path.startswith("/api/memory"):
+            continue
+        for method, operation in item.items():
+            if method in ("post", "put", "patch", "delete"):
+                names = {p["name"] for p in operation.get("parameters", [])}
+                assert "Idempotency-Key" in names, (path, method)
+    # the header replays a write exactly: a review recorded twice is one review
+    alice, bob, p = world["alice"], world["bob"], world["project"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    ok(commit(alice, p, mine, "hk1", "header keyed", head_of(alice, p, mine)), 201)
+    prop = ok(alice.post(f"/api/memory/{p}/proposals",
+                         json={"source_ref": mine, "idempotency_key": "hk-p"}), 201)
+    url = f"/api/memory/proposals/{prop['proposal_id']}/reviews"
+    first = ok(bob.post(url, json={"verdict": "approve"}, headers={"Idempotency-Key": "r1"}), 201)
+    again = ok(bob.post(url, json={"verdict": "approve"}, headers={"Idempotency-Key": "r1"}), 201)
+    assert again == first
+    reviews = ok(bob.get(f"/api/memory/proposals/{prop['proposal_id']}"))["reviews"]
+    assert [r["review_id"] for r in reviews] == [first["review_id"]]
+    lethe_err(bob.post(url, json={"verdict": "reject"}, headers={"Idempotency-Key": "r1"}),
+              409, "idempotency_mismatch")

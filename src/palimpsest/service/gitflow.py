@@ -81,6 +81,28 @@ class ReviewFlow:
             self._ring = self._ring()
         return self._ring
 
+    def idempotent(self, principal: str, scope: str, key: str, request: Any,
+                   write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``write`` once per (principal, scope, ``Idempotency-Key``), atomically with it.
+
+        The same request again returns the stored answer; another request under the key is
+        ``idempotency_mismatch`` (409). Refusals are not stored: a retry runs again.
+        """
+        digest = _digest({"scope": scope, "request": request})
+        with self.git.store.transaction():
+            prior = self.git.store.replay(principal, scope, key)
+            if prior is not None:
+                if prior[0] != digest:
+                    raise Conflict("this Idempotency-Key was used for a different request",
+                                   code="idempotency_mismatch", hint="use a new Idempotency-Key")
+                stored: dict[str, Any] = prior[1]
+                return stored
+            answer = write()
+            self.git.store.remember_response(principal, scope, key, digest=digest,
+                                             response=answer,
+                                             now_ms=self.git.clock() // 1_000_000)
+            return answer
+
     def get_proposal(self, principal: str, proposal_id: str) -> dict[str, Any]:
         """A proposal with its reviews (closed ones stay readable)."""
         doc = self.git.store.proposal(proposal_id)

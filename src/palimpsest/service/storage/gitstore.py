@@ -369,6 +369,17 @@ class GitStore:
             db.execute("INSERT INTO mg_settings VALUES (?, ?) ON CONFLICT (project_id) "
                        "DO UPDATE SET doc = excluded.doc", (project, _dump(doc)))
 
+    def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
+        """``(request digest, stored response)`` of a write made under a header key."""
+        with self.store.read():
+            return self.store.replay(principal, scope, key)
+
+    def remember_response(self, principal: str, scope: str, key: str, *, digest: str,
+                          response: Any, now_ms: int) -> None:
+        """Keep the response of a first write under its key (same table as UHP writes)."""
+        with self._tx():
+            self.store.remember_response(principal, scope, key, digest, response, now_ms)
+
     def _unsafe_set_head(self, project: str, name: str, head: str | None) -> None:
         """Test-only: force a ref (e.g. cycle it back) without any check. Never call in code."""
         with self._tx() as db:
