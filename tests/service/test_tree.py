@@ -172,3 +172,13 @@ def test_unseen_parent_is_not_named(svc: MemoryService, owner: Caller) -> None:
     for listing in (svc.list_memories(bob), svc.list_memories(bob, granted=True)):
         assert top not in str(listing)
     assert svc.get_memory(owner, below)["parent_id"] == top
+
+
+def test_delete_replay_returns_the_first_answer(svc: MemoryService, owner: Caller) -> None:
+    a = svc.create_memory(owner, {"name": "a"})["id"]
+    first = svc.delete_memory(owner, a, idempotency_key="del-1")
+    assert svc.delete_memory(owner, a, idempotency_key="del-1") == first
+    with pytest.raises(NotFound):
+        svc.delete_memory(owner, a, idempotency_key="del-2")
+    with pytest.raises(NotFound):
+        svc.delete_memory(member(svc, "eve"), a, idempotency_key="del-1")

@@ -158,19 +158,22 @@ class Core:
     # --- idempotent writes ----------------------------------------------------------------
     def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
                    key: str | None, apply: Callable[[str], Wire],
-                   check: Callable[[], None] | None = None) -> Wire:
+                   check: Callable[[], None] | None = None, *,
+                   check_replays: bool = True) -> Wire:
         """Run ``apply(key)`` once per (caller, scope, key) inside one write transaction.
 
         ``check`` (access) runs first, so a replay never bypasses authorisation. A replay with
         the same request returns the stored response; another request under the key fails.
+        ``check_replays=False`` (deleting a memory) lets the same caller's replay find its
+        first answer although the memory is gone; keys are per caller, so nobody else can.
         """
         key = wire.idempotency_key(key) or f"auto-{uuid.uuid4()}"
         digest = history.request_digest(operation, scope, request)
         principal = f"member:{caller.member.id}"
         with self.store.write():
-            if check is not None:
-                check()
             prior = self.store.replay(principal, scope, key)
+            if check is not None and (check_replays or prior is None):
+                check()
             if prior is not None:
                 history.check_replay(prior[0], digest)
                 stored: Wire = prior[1]

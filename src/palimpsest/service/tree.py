@@ -158,7 +158,7 @@ def delete_memory(core: Core, caller: Caller, memory_id: str, key: str | None) -
         return {"id": memory_id, "object": "memory", "deleted": True, "memories": list(seen)}
 
     return core.idempotent(caller, "-delete-" + memory_id, "delete_memory", {}, key, apply,
-                           check)
+                           check, check_replays=False)
 
 
 # --- grants --------------------------------------------------------------------------------
