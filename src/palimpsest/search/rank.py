@@ -1,13 +1,20 @@
-"""The final ranking of recall: FTS5 candidates in, ordered results with ``why`` out.
+"""The final ranking of recall: FTS5 candidates in, ordered results out.
 
 The service's storage layer runs the MATCH (see :mod:`palimpsest.search.fts`) and hands the
-top candidates here, each with its raw text and FTS5 ``bm25()`` score. This module re-scores
-them with what BM25 alone misses and fuses the signals:
+top candidates here, each with its stored analysed text and FTS5 ``bm25()`` score. This module
+adds what BM25 alone misses:
 
-- ``text``: FTS5 BM25 (per the storage layer's column weights);
-- ``query``: the same candidates re-scored on the query's analysed terms with coverage
-  (how many distinct query terms a record holds) and proximity (terms close together), which
-  favours a record that answers the whole question over one that repeats one word.
+1. BM25 order (the record's own words, plus an episode's context column; storage weights);
+2. coverage: the rarity-weighted share of the question's distinct terms a record holds, which
+   favours a record that answers the whole question over one that repeats one word;
+3. the two orders are fused by reciprocal rank fusion (:mod:`palimpsest.search.fusion`);
+4. episodes of one conversation (``Candidate.thread``) then support each other: a session
+   with several matching turns rises above a lone match.
+
+Weights were tuned on the development halves of LoCoMo and LongMemEval_S only
+(bench/quality.py; docs/benchmarks.md). Tried and left out: a term-proximity signal (lowered
+LoCoMo turn recall), propagating a turn's score to the next turn at query time (the context
+column does it better).
 
 Pure: no SQL, no clock, no I/O.
 """
@@ -60,11 +67,12 @@ def candidate_limit(limit: int) -> int:
 
 
 COVERAGE_WEIGHT = 1.0
-PROXIMITY_WEIGHT = 0.0
-PROXIMITY_WINDOW = 4
+"""RRF weight of the coverage order against 1.0 for BM25 (dev: LoCoMo turn any@5 .590 → .620)."""
 RRF_K = 60.0
 THREAD_WEIGHT = 0.3
+"""Share of a thread-mate's rank score a record receives (dev: 0.3 beat 0.0 and 0.6)."""
 THREAD_K = 2.0
+"""Rank discount for thread support, ``1/(THREAD_K + rank)``: sharp, so only the top counts."""
 THREAD_ATTRIBUTE = "session_id"
 
 
@@ -81,25 +89,6 @@ def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
 def _coverage(terms: Sequence[str], bag: set[str], idf: Mapping[str, float]) -> float:
     """Sum of the rarity of the distinct query terms a record holds."""
     return sum(idf[t] for t in bag)
-
-
-def _proximity(terms: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]) -> float:
-    """Rarity-weighted pairs of distinct query terms found within a small window."""
-    wanted = set(terms)
-    positions = [(i, t) for i, t in enumerate(tokens) if t in wanted]
-    score = 0.0
-    seen: set[tuple[str, str]] = set()
-    for a in range(len(positions)):
-        i, t = positions[a]
-        for b in range(a + 1, len(positions)):
-            j, u = positions[b]
-            if j - i > PROXIMITY_WINDOW:
-                break
-            pair = (t, u) if t < u else (u, t)
-            if t != u and pair not in seen:
-                seen.add(pair)
-                score += min(idf[t], idf[u])
-    return score
 
 
 def _order(candidates: Sequence[Candidate], values: Sequence[float]) -> tuple[str, ...]:
@@ -135,9 +124,6 @@ def rerank(
         if COVERAGE_WEIGHT:
             cov = [_coverage(terms, bag, idf) for bag in bags]
             signals.append(Signal("coverage", _order(candidates, cov), COVERAGE_WEIGHT))
-        if PROXIMITY_WEIGHT and len(terms) > 1:
-            prox = [_proximity(terms, text.split(), idf) for text in padded]
-            signals.append(Signal("proximity", _order(candidates, prox), PROXIMITY_WEIGHT))
     fused = reciprocal_rank_fusion(signals, k=RRF_K)
     threads = _threads(candidates) if THREAD_WEIGHT else {}
     if not threads:
