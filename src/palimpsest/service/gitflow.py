@@ -194,6 +194,8 @@ class ReviewFlow:
         """Pure conflict detection between two heads over a base; writes nothing."""
         self.git.access.require(principal, project, "read")
         base = body.get("base_changeset_id")
+        if base is not None and not isinstance(base, str):
+            raise InvalidInput("base_changeset_id must be a string")
         left = _str(body, "left_changeset_id")
         right = _str(body, "right_changeset_id")
         for cid in (base, left, right):

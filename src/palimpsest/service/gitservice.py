@@ -171,6 +171,8 @@ class GitService:
         Raises:
             NotFound: no such changeset. Unavailable: the stored document fails its digest.
         """
+        if not isinstance(changeset_id, str) or not 0 < len(changeset_id) <= 128:
+            raise NotFound("no such changeset", code="changeset-not-found")
         with self._lock:
             hit = self._verified.get(changeset_id)
             if hit is not None:
@@ -470,7 +472,10 @@ class GitService:
             if owner != principal:
                 raise Forbidden("non-shared refs are readable only by their owner",
                                 code="ref-not-owned")
-        head = self.reachable_head(project, ref, body.get("head_changeset_id"))
+        wanted = body.get("head_changeset_id")
+        if wanted is not None and not isinstance(wanted, str):
+            raise InvalidInput("head_changeset_id must be a string")
+        head = self.reachable_head(project, ref, wanted)
         limit = body.get("limit")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput("limit must be an integer")
