@@ -130,10 +130,12 @@ def _headline(res: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def render(res: dict[str, Any], preface: str) -> str:
+def render(res: dict[str, Any], preface: str, notes: str = "") -> str:
     """The whole section, markers included."""
     lines = [BEGIN, "## Recall quality (bench/quality.py)", "", preface.strip(), ""]
     lines += _headline(res)
+    if notes.strip():
+        lines += [notes.strip(), ""]
     for split in ("held", "dev"):
         if "locomo" in res and split in res["locomo"]:
             lines += _locomo(res, split)
