@@ -95,23 +95,23 @@ def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple
         hosts = (LOOPBACK_HOSTS if loopback else ()) + tuple(h.lower() for h in allowed_hosts)
         config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
         app = create_app(svc, config)
-        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
-                  as_json=as_json)
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=log_level, access_log=log_level == "info", lifespan="on",
             server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
         # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
-        # to whatever handler was installed before it: make that a no-op, so the process
-        # goes on to close the store and exits 0 instead of dying by the signal.
+        # to whatever handler was installed before it. Ours only asks the server to stop: a
+        # signal that arrives before uvicorn installs its own handlers still stops it, and the
+        # re-raised one lets the process close the store and exit 0 instead of dying by it.
+        def stop(signum: int, frame: object) -> None:
+            server.should_exit = True
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _stopped)
+            signal.signal(sig, stop)
+        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
+                  as_json=as_json)
         server.run(sockets=[sock])
     finally:
         svc.close()
-
-
-def _stopped(signum: int, frame: object) -> None:
-    """Handler left in place after uvicorn's graceful shutdown (see :func:`command`)."""
 
 
 def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[str, Any] | None,
