@@ -32,7 +32,31 @@ from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitreview import ReviewedWrites
 from palimpsest.service.gitsetup import open_flow
 
-router = APIRouter(prefix="/api/memory", tags=["memory-git"])
+_LETHE_ERROR: dict[str, Any] = {
+    "description": "Lethe error body",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["error", "message"],
+                "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+            }
+        }
+    },
+}
+# 401 (guard) and 413/415/421/422 (guard, parameter validation) use the shared envelope.
+_SHARED_ERROR: dict[str, Any] = {
+    "description": "error envelope",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+router = APIRouter(
+    prefix="/api/memory",
+    tags=["memory-git"],
+    responses={
+        **{status: _LETHE_ERROR for status in (400, 403, 404, 409, 503)},
+        **{status: _SHARED_ERROR for status in (401, 413, 415, 421, 422)},
+    },
+)
 MAX_BODY = 1 << 20
 _STATUS: tuple[tuple[type[PalError], int], ...] = (
     (InvalidInput, 400),
