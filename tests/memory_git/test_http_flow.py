@@ -385,6 +385,16 @@ def test_uhp_write_route_diverts_agents_in_a_reviewed_memory(world: dict[str, An
     direct = ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Person fact"}))
     listed = [r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]]
     assert listed == [direct["id"]]
+    # recall reads accepted memory; the author's own pending memory only on request
+    plain = ok(bob.post(f"/v1/memories/{mem}/recall", json={"text": "claim"}))
+    assert plain["results"] == [] and "x.pal.pending" not in plain
+    mine = ok(bob.post(f"/v1/memories/{mem}/recall",
+                       json={"text": "claim", "x.pal.include_pending": True}))
+    assert mine["results"] == []
+    assert [m["memory_id"] for m in mine["x.pal.pending"]["memories"]] == [pending["memory_id"]]
+    theirs = ok(alice.post(f"/v1/memories/{mem}/recall",
+                           json={"text": "claim", "x.pal.include_pending": True}))
+    assert theirs["x.pal.pending"]["memories"] == []  # never someone else's pending ref
     ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
                   json={"verdict": "approve"}), 201)
     req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))

@@ -210,6 +210,8 @@ class Recall(Strict):
     include: Literal["active", "all"] | None = None
     depth: Annotated[int, Field(ge=0, le=1000)] | None = None
     limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
+    # Extension (docs/memory-git.md): also return the caller's own memory pending review.
+    include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
 
 
 class Graph(Strict):

@@ -65,6 +65,27 @@ class ReviewedWrites:
         return bool(doc.get("review_required")) and member_type in doc.get(
             "reviewed_types", ["agent"])
 
+    def pending(self, principal: str, project: str, query: str, limit: int) -> dict[str, Any]:
+        """The caller's own memories not yet accepted: its ``refs/agents/<member>/main``
+        beyond what ``refs/shared/main`` holds (read privilege)."""
+        git = self.flow.git
+        git.access.require(principal, project, "read")
+        ref = f"refs/agents/{member_of(principal)}/main"
+        out: dict[str, Any] = {"ref_name": ref, "status": "pending_review",
+                               "head_changeset_id": None, "memories": []}
+        own = git.store.ref(project, ref)
+        if own is None or own["created_by_principal"] != principal or not own[
+                "head_changeset_id"]:
+            return out
+        shared = git.store.ref(project, SHARED_MAIN)
+        accepted = git.ancestors(shared["head_changeset_id"] if shared else None)
+        context = git.context_at(principal, project, {"ref_name": ref, "query": query,
+                                                      "limit": max(1, min(limit, 100))})
+        out["head_changeset_id"] = context["head_changeset_id"]
+        out["memories"] = [m for m in context["memories"]
+                           if m["introduced_changeset_id"] not in accepted]
+        return out
+
     def write(self, principal: str, project: str, body: dict[str, Any], *,
               idempotency_key: str) -> dict[str, Any]:
         """Commit a UHP-shaped write to the caller's own ref and open a proposal.

@@ -319,7 +319,21 @@ class MemoryService:
 
     # --- recall, graph, prime -----------------------------------------------------------------
     def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
-        """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7)."""
+        """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7).
+
+        Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
+        ``x.pal.pending``: the caller's own memories still waiting for review (its
+        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        if isinstance(body, dict) and "x.pal.include_pending" in body:
+            body = dict(body)
+            flag = body.pop("x.pal.include_pending")
+            answer = records.recall(self._core, caller, memory_id, body)
+            if flag is True:
+                words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
+                answer["x.pal.pending"] = self._review_gate().pending(
+                    f"member:{caller.member.id}", memory_id, words,
+                    int(body.get("limit") or 8))
+            return answer
         return records.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
