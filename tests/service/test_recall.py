@@ -183,3 +183,10 @@ def test_candidates_carry_thread_and_time(svc: MemoryService, owner: Caller) -> 
     assert sorted((h.thread or "", h.when is not None) for h in hits) == [("", True),
                                                                           ("s-1", True)]
     assert {h.when for h in hits} >= {"2026-05-01T10:00:00.000000Z"}
+
+
+def test_a_word_first_seen_after_a_recall_is_found(svc: MemoryService, owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "fresh"})["id"]
+    assert svc.recall(owner, mid, {"text": "zanzibar"})["results"] == []
+    svc.remember(owner, mid, {"content": "zanzibar trip in May"})
+    assert len(svc.recall(owner, mid, {"text": "zanzibar"})["results"]) == 1

@@ -39,6 +39,7 @@ from palimpsest.service.model import (
     not_found,
     unavailable,
 )
+from palimpsest.service.recall import POSTINGS_BOUND
 from palimpsest.service.storage.sqlite import SqliteStore, load
 
 Clock = Callable[[], int]
@@ -88,6 +89,8 @@ class Core:
         self._tree: tuple[int, Tree] | None = None
         self._views: dict[frozenset[str], View] = {}
         self._views_of: Tree | None = None
+        self._df: dict[str, int] = {}
+        self._df_at = time.monotonic()
 
     # --- time -----------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -109,6 +112,22 @@ class Core:
         if self._tree is None or self._tree[0] != gen:
             self._tree = (gen, Tree.build(self.store.all_memories(), self.store.all_grants()))
         return self._tree[1]
+
+    def term_docs(self, terms: list[str]) -> dict[str, int]:
+        """Document frequencies of search terms. Only very common terms are cached (for a
+        minute): for them the count merely chooses which terms the BM25 pass ranks, so a
+        slightly stale value is harmless. Rarer terms are looked up every time, so a record
+        written a moment ago is never missed because of a stale count."""
+        now = time.monotonic()
+        if now - self._df_at > 60 or len(self._df) > 50_000:
+            self._df, self._df_at = {}, now
+        out = {t: self._df[t] for t in terms if t in self._df}
+        missing = [t for t in terms if t not in out]
+        if missing:
+            fresh = self.store.term_docs(missing)
+            out.update(fresh)
+            self._df.update({t: n for t, n in fresh.items() if n > 10 * POSTINGS_BOUND})
+        return out
 
     def caller_for(self, member_id: str) -> Caller:
         """The caller a member id stands for, with its groups resolved."""

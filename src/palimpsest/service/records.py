@@ -388,7 +388,7 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
              statuses: tuple[str, ...]
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.store.term_docs(terms)
+    dfs = core.term_docs(terms)
     kept, bounded = rc.bounded_terms(terms, dfs)
     match = match_terms(kept, "any")
     if match is None:
