@@ -39,7 +39,6 @@ from palimpsest.service.model import (
     not_found,
     unavailable,
 )
-from palimpsest.service.recall import POSTINGS_BOUND
 from palimpsest.service.storage.sqlite import SqliteStore, load
 
 Clock = Callable[[], int]
@@ -114,10 +113,10 @@ class Core:
         return self._tree[1]
 
     def term_docs(self, terms: list[str]) -> dict[str, int]:
-        """Document frequencies of search terms. Only very common terms are cached (for a
-        minute): for them the count merely chooses which terms the BM25 pass ranks, so a
-        slightly stale value is harmless. Rarer terms are looked up every time, so a record
-        written a moment ago is never missed because of a stale count."""
+        """Document frequencies of search terms, cached for a minute when non-zero: a count
+        only chooses which terms the BM25 pass ranks first, so a slightly stale one changes
+        the cost of a recall, never what may be read. A term no record held is looked up
+        again every time, so a word written a moment ago is never missed."""
         now = time.monotonic()
         if now - self._df_at > 60 or len(self._df) > 50_000:
             self._df, self._df_at = {}, now
@@ -126,7 +125,7 @@ class Core:
         if missing:
             fresh = self.store.term_docs(missing)
             out.update(fresh)
-            self._df.update({t: n for t, n in fresh.items() if n > 10 * POSTINGS_BOUND})
+            self._df.update({t: n for t, n in fresh.items() if n > 0})
         return out
 
     def caller_for(self, member_id: str) -> Caller:
