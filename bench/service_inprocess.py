@@ -12,7 +12,9 @@ writes), spread over 50 memories under one root. Then:
   transaction per write), measured in the same run against a same-run baseline: raw SQLite
   inserts of the same rows in one transaction each (the floor of the storage engine).
 
-Prints one JSON document. Numbers go to docs/benchmarks.md.
+Prints one JSON document. Numbers go to docs/benchmarks.md. ``--keep DIR`` seeds each size
+into ``DIR/records-<size>`` once and reuses it on later runs (recall and remember are then
+measured on top of the kept records; remember adds to them).
 """
 
 from __future__ import annotations
@@ -138,23 +140,32 @@ def baseline_inserts(path: Path, rng: random.Random, n: int) -> float:
     return rate
 
 
-def run(size: int, n_queries: int, n_writes: int) -> dict[str, Any]:
+def run(size: int, n_queries: int, n_writes: int, keep: Path | None = None) -> dict[str, Any]:
+    """Seed ``size`` records (or reuse a directory seeded before under ``keep``) and measure."""
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
-        svc = MemoryService(Path(tmp) / "data")
-        made = svc.bootstrap_owner()
-        assert made is not None
-        caller = svc.caller(made[0].id)
-        t0 = time.perf_counter()
-        root, leaves, samples = seed(svc, caller, size, rng)
-        seeded = time.perf_counter() - t0
+        data = keep / f"records-{size}" if keep is not None else Path(tmp) / "data"
+        meta = data / "bench-meta.json"
+        svc = MemoryService(data)
+        out: dict[str, Any] = {"records": size, "memories": MEMORIES + 1}
+        if meta.exists():  # a kept directory: seeding a million records takes most of an hour
+            member, root, leaves, samples = json.loads(meta.read_text("utf-8"))
+            caller = svc.caller(member)
+            out["reused_data_dir"] = str(data)
+        else:
+            made = svc.bootstrap_owner()
+            assert made is not None
+            caller = svc.caller(made[0].id)
+            t0 = time.perf_counter()
+            root, leaves, samples = seed(svc, caller, size, rng)
+            out["seed_records_per_s"] = round(size / (time.perf_counter() - t0))
+            if keep is not None:
+                meta.write_text(json.dumps([made[0].id, root, leaves, samples]), "utf-8")
         qs = queries(rng, samples or ["w1 w2"], n_queries)
-        out = {"records": size, "memories": MEMORIES + 1,
-               "seed_records_per_s": round(size / seeded),
-               "recall_root": time_recall(svc, caller, root, qs),
-               "recall_leaf": time_recall(svc, caller, leaves[0], qs),
-               "baseline_sqlite_fts_inserts_per_s": round(baseline_inserts(Path(tmp), rng,
-                                                                           n_writes))}
+        out["recall_root"] = time_recall(svc, caller, root, qs)
+        out["recall_leaf"] = time_recall(svc, caller, leaves[0], qs)
+        out["baseline_sqlite_fts_inserts_per_s"] = round(baseline_inserts(Path(tmp), rng,
+                                                                          n_writes))
         wall, cpu = time_remember(svc, caller, leaves[1], rng, n_writes)
         out["remember_per_s"] = round(wall)
         out["remember_per_cpu_s"] = round(cpu)
@@ -167,8 +178,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000,1000000")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=1000)
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="seed into (and later reuse) <keep>/records-<size>")
     args = parser.parse_args()
-    results = [run(int(s), args.queries, args.writes) for s in args.sizes.split(",")]
+    results = [run(int(s), args.queries, args.writes, args.keep)
+               for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_inprocess", "results": results}, indent=2))
 
 
