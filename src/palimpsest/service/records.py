@@ -69,9 +69,10 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
              consolidation_id: str | None = None) -> Wire:
     """``POST /v1/memories/{id}/records``."""
     draft = wire.record_draft(body)
+    views: list[View] = []
 
     def check() -> None:
-        core.resolve(caller, memory_id, "write")
+        views.append(core.resolve(caller, memory_id, "write")[0])
 
     def apply(k: str) -> Wire:
         parts = _resolve_parts(core, caller.member.id, draft.content)
@@ -87,7 +88,7 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
         # The version just projected, rendered without reading it back.
         rec = RecordVersion(rid, memory_id, 1, "active", None, rb, at, None, who, cs.id,
                             on_behalf_of, consolidation_id)
-        return core.render(core.view(caller), rec)
+        return core.render(views[-1], rec)  # the view this transaction checked access with
 
     return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
 
