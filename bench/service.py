@@ -148,8 +148,14 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
                               timeout=60) as client:
                 floor = _latencies(client, "GET", "/v1/uhp", [None] * n_queries)
                 bodies = [{"text": q, "limit": 8} for q in qs]
+                cpu0 = _cpu_seconds(proc.pid)
                 root_lat = _latencies(client, "POST", f"/v1/memories/{root}/recall", bodies)
+                cpu1 = _cpu_seconds(proc.pid)
                 leaf_lat = _latencies(client, "POST", f"/v1/memories/{leaves[0]}/recall", bodies)
+                cpu2 = _cpu_seconds(proc.pid)
+            # Mean server CPU per recall (the 20 warm-up requests of each phase included).
+            root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
+            leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
             cpu0 = _cpu_seconds(proc.pid)
             concurrent = _remember_rate(url, token, leaves[1], clients=clients, total=n_writes,
                                         rng=rng)
@@ -165,8 +171,8 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
         "records": size, "memories": INPROC.MEMORIES + 1,
         "seed_records_per_s": round(size / seeded),
         "http_floor_get_uhp": _summary(floor),
-        "recall_root_http": _summary(root_lat),
-        "recall_leaf_http": _summary(leaf_lat),
+        "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
+        "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
         "remember_http_per_s": round(concurrent), "remember_http_clients": clients,
         # What one core of the server sustains: writes per CPU-second of the server process
         # (parsing, auth, validation, the facade, SQLite), independent of other load.
