@@ -52,7 +52,13 @@ def test_human_first_start_output(tmp_path: Path) -> None:
         lines = [proc.stdout.readline().decode() for _ in range(4)]
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        try:
+            status = proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # never leave a server behind, even when the test fails
+            proc.wait(timeout=30)
+            raise
+    assert status == 0  # a SIGTERM right after start-up still shuts down cleanly
     assert lines[0].startswith("first start: created owner member ")
     assert lines[1].startswith("owner credential (shown once, store it now): ")
     assert lines[3].startswith("listening on http://127.0.0.1:")
