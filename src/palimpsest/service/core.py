@@ -185,11 +185,13 @@ class Core:
         ``check_replays=False`` (deleting a memory) lets the same caller's replay find its
         first answer although the memory is gone; keys are per caller, so nobody else can.
         """
-        key = wire.idempotency_key(key) or f"auto-{uuid.uuid4()}"
-        digest = history.request_digest(operation, scope, request)
+        given = wire.idempotency_key(key)
+        # Without a client key nothing can ever replay, so nothing is looked up or kept.
+        key = given or f"auto-{uuid.uuid4()}"
+        digest = history.request_digest(operation, scope, request) if given else ""
         principal = f"member:{caller.member.id}"
         with self.store.write():
-            prior = self.store.replay(principal, scope, key)
+            prior = self.store.replay(principal, scope, key) if given else None
             if check is not None and (check_replays or prior is None):
                 check()
             if prior is not None:
@@ -200,7 +202,9 @@ class Core:
                 response = apply(key)
             finally:
                 self._sealed.clear()
-            self.store.remember_response(principal, scope, key, digest, response, self.now_ms())
+            if given:
+                self.store.remember_response(principal, scope, key, digest, response,
+                                             self.now_ms())
             return response
 
     # --- changesets -----------------------------------------------------------------------
