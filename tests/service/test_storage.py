@@ -196,3 +196,18 @@ def test_rebuild_reports_a_projection_changed_outside_the_service(svc: MemorySer
     assert svc.prime(owner, mid, 1000)["records"]
     assert svc.rebuild()["equal"] is False
     assert svc.prime(owner, mid, 1000)["records"] == []  # the history wins
+
+
+def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryService,
+                                                               owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    # A trigger makes the projection insert fail inside the write, as a full disk would.
+    svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON versions "
+                           "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(Unavailable) as exc:
+        svc.remember(owner, mid, {"content": "lost?"})
+    assert exc.value.code == "memory_unavailable"
+    svc._store._db.execute("DROP TRIGGER boom")
+    assert svc.list_changesets(owner, mid)["data"] == []
+    assert svc.list_records(owner, mid)["data"] == []
+    assert svc.remember(owner, mid, {"content": "after"})["version"] == 1

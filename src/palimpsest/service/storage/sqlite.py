@@ -225,11 +225,22 @@ class SqliteStore:
             self._in_tx = True
             try:
                 yield
+            except sqlite3.Error as exc:
+                # Disk full, I/O error, lock lost: nothing of this write stays, and the edge
+                # sees memory_unavailable rather than an unexplained failure.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise unavailable(f"the store could not complete the write: {exc}") from exc
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             else:
-                self._db.execute("COMMIT")
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    raise unavailable(f"the store could not commit: {exc}") from exc
             finally:
                 self._in_tx = False
 
@@ -244,6 +255,8 @@ class SqliteStore:
             self._in_tx = True
             try:
                 yield
+            except sqlite3.Error as exc:
+                raise unavailable(f"the store could not complete the read: {exc}") from exc
             finally:
                 self._in_tx = False
                 self._db.execute("COMMIT")
