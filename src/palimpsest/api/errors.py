@@ -41,6 +41,7 @@ CODES: dict[str, Mapping] = {
     "invalid_credential": Mapping(401, "authentication_error"),
     # Vendor codes are vendor-prefixed (§11).
     "x.pal.request_too_large": Mapping(413, "invalid_request_error"),
+    "x.pal.request_timeout": Mapping(408, "invalid_request_error"),
     "x.pal.route_not_found": Mapping(404, "invalid_request_error"),
     "x.pal.method_not_allowed": Mapping(405, "invalid_request_error"),
     "x.pal.host_not_allowed": Mapping(421, "invalid_request_error"),
