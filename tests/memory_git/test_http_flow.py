@@ -38,6 +38,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         ok(alice.post(f"/v1/memories/{memory['id']}/grants",
                       json={"principal": f"member:{members['bob'].id}",
                             "privileges": ["read", "write"]}))
+        # the project's Memory Git root and alice's working ref, shared by the tests below
+        ok(alice.post(f"/api/memory/{memory['id']}/legacy-root", json={}), 201)
+        root = ok(alice.get(f"/api/memory/{memory['id']}/refs/shared/main"))["head_changeset_id"]
+        ok(alice.post(f"/api/memory/{memory['id']}/branches",
+                      json={"ref_name": f"refs/agents/{members['alice'].id}/main",
+                            "head_changeset_id": root}), 201)
         yield {"server": server, "alice": alice, "bob": bob, "project": memory["id"],
                "ids": {n: f"member:{members[n].id}" for n in ("alice", "bob")},
                "mids": {n: members[n].id for n in ("alice", "bob")},
@@ -73,7 +79,10 @@ def commit(client: httpx.Client, project: str, refname: str, key: str, content: 
 def proposal_ready(w: dict[str, Any], key: str, content: str) -> tuple[str, dict[str, Any]]:
     """Alice commits on her own ref and proposes; Bob approves. Returns (proposal id, proposal)."""
     alice, bob, p = w["alice"], w["bob"], w["project"]
-    mine = f"refs/agents/{w['mids']['alice']}/main"
+    # a fresh topic branch from the current shared head, so the merge is a fast-forward
+    mine = f"refs/agents/{w['mids']['alice']}/{key}"
+    ok(alice.post(f"/api/memory/{p}/branches", json={
+        "ref_name": mine, "head_changeset_id": head_of(alice, p, "refs/shared/main")}), 201)
     ok(commit(alice, p, mine, key, content, head_of(alice, p, mine)), 201)
     prop = ok(alice.post(f"/api/memory/{p}/proposals", json={
         "source_ref": mine, "target_ref": "refs/shared/main", "idempotency_key": f"p-{key}",
@@ -93,7 +102,7 @@ def test_everyday_flow(world: dict[str, Any]) -> None:
     assert ctx["projection_version"] == "memory-context/v1" and ctx["memories"] == []
     root = ctx["head_changeset_id"]
     # 2. branch
-    mine = f"refs/agents/{world['mids']['alice']}/main"
+    mine = f"refs/agents/{world['mids']['alice']}/flow"
     made = ok(alice.post(f"/api/memory/{p}/branches",
                          json={"ref_name": mine, "head_changeset_id": root}), 201)
     assert made["created_by_principal"] == world["ids"]["alice"]
@@ -132,7 +141,7 @@ def test_everyday_flow(world: dict[str, Any]) -> None:
     assert len(diff["memories_added"]) == 1
     # the requirement's example: list refs with the bearer credential
     refs = ok(bob.get(f"/api/memory/{p}/refs"))
-    assert {r["ref_name"] for r in refs} == {"refs/shared/main", mine}
+    assert {r["ref_name"] for r in refs} >= {"refs/shared/main", mine}
     assert ok(bob.get(f"/api/memory/{p}/refs/shared/main"))["protected"] is True
 
 
@@ -272,6 +281,7 @@ def pal(w: dict[str, Any], who: str, *args: str) -> subprocess.CompletedProcess[
 def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     p = world["project"]
     mine = f"refs/agents/{world['mids']['bob']}/main"
+    assert pal(world, "alice", "init", p).returncode == 0  # idempotent
     assert pal(world, "bob", "branch", p, mine).returncode == 0
     made = pal(world, "bob", "--json", "commit", p, mine, "--add", "Bob's note\x1b[31m",
                "--kind", "observation", "-m", "cli")
@@ -289,6 +299,11 @@ def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     assert "\x1b" not in shown.stdout  # author text never reaches the terminal as controls
     as_json = json.loads(pal(world, "alice", "--json", "context", p, "--query", "note").stdout)
     assert as_json["memories"][0]["content"] == "Bob's note\x1b[31m"
+    shown = pal(world, "alice", "proposal", prop["proposal_id"])
+    assert shown.returncode == 0 and "merged" in shown.stdout and "approve by" in shown.stdout
+    refused = pal(world, "bob", "settings", p, "--review-required")
+    assert refused.returncode == 1 and "memory_forbidden" in refused.stderr
+    assert "review_required: false" in pal(world, "bob", "settings", p).stdout
 
 
 def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) -> None:
