@@ -145,3 +145,17 @@ def test_make_run_starts_the_service() -> None:
     makefile = (Path(__file__).resolve().parents[2] / "Makefile").read_text()
     run_recipe = makefile.split("\nrun:", 1)[1].split("\n\n", 1)[0]
     assert "pal serve" in run_recipe
+
+
+def test_admin_human_output_has_no_control_bytes(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    hostile = "evil\x1b[2J\x1b]0;pwned\x07\u202ename"
+    _admin(data_dir, "member", "create", hostile, "--type", "agent")
+    _admin(data_dir, "group", "create", hostile)
+    for args in (["member", "list"], ["group", "list"]):
+        result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), *args],
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        assert "evil" in result.output
+        for byte in ("\x1b", "\x07", "\u202e"):
+            assert byte not in result.output, (args, result.output)
