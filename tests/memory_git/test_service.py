@@ -293,3 +293,25 @@ def test_unadvanced_commits_respect_ownership_and_selection_bounds(
     with pytest.raises(InvalidInput):
         flow.propose(ALICE, P, {"source_ref": "refs/agents/alice/main",
                                 "idempotency_key": "p", "selected_ops": [f"{cs}:5"]})
+
+
+def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable]) -> None:
+    from palimpsest import canonical
+    from palimpsest.errors import Unavailable
+    from palimpsest.service.gitservice import GitService
+
+    flow, access = env
+    branch(flow, ALICE, "refs/agents/alice/main")
+    cid = commit(flow, ALICE, "refs/agents/alice/main", "c1", add("the truth"))
+    db = flow.git.store.store.connection()
+    doc = flow.git.store.changeset_doc(cid)
+    assert doc is not None
+    doc["ops"][0]["payload"]["content"] = "a quiet rewrite"
+    with flow.git.store.transaction():
+        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+    cold = GitService(flow.git.store, access)  # no cache: reads storage
+    with pytest.raises(Unavailable) as err:
+        cold.get_changeset(ALICE, cid)
+    assert err.value.code == "integrity_failure"
+    with pytest.raises(Unavailable):
+        cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
