@@ -122,6 +122,13 @@ class ReviewedWrites:
             "project_id": project, "ref_name": ref, "expected_head": head,
             "idempotency_key": key, "message": "reviewed write",
             "ops": [{"op_type": "add_memory", "payload": payload}]})
+        # One open proposal per pending branch: the new one (pinned at the new head) replaces
+        # the older ones, which are canceled with their reviews kept — an approval of the old
+        # head never covers the amended branch.
+        for older in self.flow.list_proposals(principal, project):
+            if (older["source_ref"] == ref and older["originator_principal"] == principal
+                    and older["status"] in ("open", "approved")):
+                self.flow.cancel(principal, older["proposal_id"])
         proposal, _ = self.flow.propose(principal, project, {
             "source_ref": ref, "target_ref": SHARED_MAIN,
             "head_changeset_id": changeset["changeset_id"],
