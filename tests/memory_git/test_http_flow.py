@@ -506,3 +506,15 @@ def test_every_write_route_takes_an_idempotency_key(world: dict[str, Any]) -> No
     assert [r["review_id"] for r in reviews] == [first["review_id"]]
     lethe_err(bob.post(url, json={"verdict": "reject"}, headers={"Idempotency-Key": "r1"}),
               409, "idempotency_mismatch")
+
+
+def test_review_gate_does_not_reveal_unseen_memories(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    hidden = ok(alice.post("/v1/memories", json={"name": "Hidden, reviewed"}))["id"]
+    ok(alice.put(f"/api/memory/{hidden}/settings", json={"review_required": True}))
+    unseen = bob.post(f"/v1/memories/{hidden}/records", json={"content": "probe"},
+                      headers={"Idempotency-Key": "probe-1"})
+    unknown = bob.post("/v1/memories/hmem_nosuchmemoryatall0000000000/records",
+                       json={"content": "probe"}, headers={"Idempotency-Key": "probe-2"})
+    assert unseen.status_code == unknown.status_code == 404
+    assert unseen.json() == unknown.json()

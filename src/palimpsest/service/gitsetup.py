@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palimpsest.errors import Forbidden, NotFound
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitservice import GitService, member_of
 from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.model import forbidden, not_found
 from palimpsest.service.storage.gitstore import GitStore
 
 KEY_FILE = "merge-hmac.key"
@@ -61,12 +61,11 @@ class ServiceAccess:
         """Raise NotFound/Forbidden exactly as the UHP routes would."""
         member = member_of(principal)
         if not member:
-            raise NotFound("no such memory within your reach", code="memory_not_found")
+            raise not_found()
         caller = self.svc.caller(member)
         held = self.svc.get_memory(caller, project).get("privileges", [])
         if privilege not in held:
-            raise Forbidden(f"this needs the {privilege} privilege on the memory",
-                            code="memory_forbidden")
+            raise forbidden(privilege)  # exactly the UHP routes' refusal
 
 
 def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) -> ReviewFlow:

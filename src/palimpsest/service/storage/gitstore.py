@@ -359,8 +359,14 @@ class GitStore:
                        (doc["manifest_id"], doc["project_id"], _dump(doc)))
 
     def settings(self, project: str) -> dict[str, Any]:
-        """Per-project Memory Git settings (``{}`` when never set)."""
-        row = self._one("SELECT doc FROM mg_settings WHERE project_id = ?", (project,))
+        """Per-project Memory Git settings (``{}`` when never set).
+
+        One autocommit statement under the store lock (no transaction of its own): it runs on
+        every UHP write, to decide whether the write goes through review.
+        """
+        with self.store.lock:
+            row = self._db.execute("SELECT doc FROM mg_settings WHERE project_id = ?",
+                                   (project,)).fetchone()
         return dict(_load(row[0])) if row else {}
 
     def put_settings(self, project: str, doc: dict[str, Any]) -> None:
