@@ -21,145 +21,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, NamedTuple
+from typing import Any
 
 from palimpsest import canonical
-from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
-from palimpsest.service.model import (
-    ALL_PRIVILEGES,
-    PRIVILEGES,
-    Credential,
-    Grant,
-    Group,
-    Member,
-    Memory,
-    Ref,
-    unavailable,
+from palimpsest.service.model import Credential, Grant, Group, Member, Memory, Ref, unavailable
+from palimpsest.service.storage.schema import (
+    BM25,
+    RANK,
+    SCHEMA,
+    SCHEMA_VERSION,
+    Hit,
+    grant_of,
+    hash_secret,
+    load,
+    member_of,
+    memory_of,
+    priv_text,
 )
-
-SCHEMA_VERSION: Final = 1
-# BM25 column weights: a record's own words, then its context (for an episode, the words of
-# the episode written just before it in the same memory: in a conversation the answer is often
-# the turn after the one that repeats the question).
-_RANK: Final = f"bm25(1.0, {CONTEXT_WEIGHT})"
-_BM25: Final = f"bm25(record_fts, 1.0, {CONTEXT_WEIGHT})"
-
-_SCHEMA: Final = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS members (id TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS groups (id TEXT PRIMARY KEY, name TEXT NOT NULL,
-  created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS memberships (group_id TEXT NOT NULL, member_id TEXT NOT NULL,
-  PRIMARY KEY (group_id, member_id));
-CREATE INDEX IF NOT EXISTS memberships_member ON memberships(member_id);
-CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, member_id TEXT NOT NULL,
-  secret_hash TEXT NOT NULL, label TEXT NOT NULL, created_at INTEGER NOT NULL,
-  revoked INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, name TEXT NOT NULL,
-  description TEXT NOT NULL, parent_id TEXT, restricted INTEGER NOT NULL, provider TEXT NOT NULL,
-  created_by TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
-  principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
-  UNIQUE (memory_id, principal));
-CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, ref_name TEXT NOT NULL,
-  author TEXT NOT NULL, idempotency_key TEXT NOT NULL, created_at TEXT NOT NULL,
-  doc BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
-CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
-  protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
-  data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
-  memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
-  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
-  context_src TEXT, thread TEXT, when_at TEXT);
-CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
-CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
-CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
-  memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
-  invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version));
-CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
-CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
-  memory_id TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
-CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
-CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, context,
-  tokenize='{FTS5_TOKENIZE}');
-CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
-CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
-  active INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
-  media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
-  created_at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
-CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
-  key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
-  PRIMARY KEY (principal, scope, key));
-CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
-  created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
-CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
-"""
-
-
-def load(data: bytes | str) -> Any:
-    """Parse JSON this service wrote itself with :func:`canonical.encode`.
-
-    The strict decoder guards untrusted input; these bytes never came from a client directly
-    (bodies were validated before they were encoded), and recall reads many of them.
-    """
-    return json.loads(data)
-
-
-class Hit(NamedTuple):
-    """One search candidate: row number, BM25 score (higher is better), the analysed text,
-    the conversation thread and the instant the record is about (for the re-ranker)."""
-
-    n: int
-    score: float
-    text: str
-    thread: str | None
-    when: str | None
-
-
-def _priv_text(privs: Iterable[str]) -> str:
-    s = set(privs)
-    return ",".join(p for p in PRIVILEGES if p in s)
-
-
-def _privs(text: str) -> frozenset[str]:
-    return frozenset(p for p in text.split(",") if p in ALL_PRIVILEGES)
-
-
-def _memory(row: sqlite3.Row) -> Memory:
-    return Memory(row["id"], row["name"], row["description"], row["parent_id"],
-                  bool(row["restricted"]), row["provider"], row["created_by"],
-                  row["created_at"], row["updated_at"])
-
-
-def _member(row: sqlite3.Row) -> Member:
-    return Member(row["id"], row["name"], row["type"], bool(row["admin"]), row["created_at"])
-
-
-def _grant(row: sqlite3.Row) -> Grant:
-    return Grant(row["id"], row["memory_id"], row["principal"], _privs(row["privileges"]),
-                 row["created_at"])
-
-
-def hash_secret(secret: str) -> str:
-    """Credentials are random 256-bit secrets, so one SHA-256 pass is the right hash."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 class SqliteStore:
@@ -182,15 +66,15 @@ class SqliteStore:
             self._db.execute("PRAGMA cache_size=-65536")
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
             self._upgrade()
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
             rank = self._db.execute("SELECT v FROM record_fts_config WHERE k='rank'").fetchone()
-            if rank is None or rank[0] != _RANK:  # set once, not on every open
+            if rank is None or rank[0] != RANK:  # set once, not on every open
                 self._db.execute("INSERT INTO record_fts(record_fts, rank) "
-                                 "VALUES ('rank', ?)", (_RANK,))
+                                 "VALUES ('rank', ?)", (RANK,))
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
@@ -294,12 +178,12 @@ class SqliteStore:
 
     def members(self) -> list[Member]:
         """All members, oldest first."""
-        return [_member(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
+        return [member_of(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
 
     def member(self, member_id: str) -> Member | None:
         """One member or ``None``."""
         row = self._one("SELECT * FROM members WHERE id=?", (member_id,))
-        return _member(row) if row else None
+        return member_of(row) if row else None
 
     def insert_group(self, g: Group) -> None:
         """Add a group."""
@@ -361,11 +245,11 @@ class SqliteStore:
     # --- tree and grants ------------------------------------------------------------------
     def all_memories(self) -> list[Memory]:
         """Every memory (the tree is small next to the records)."""
-        return [_memory(r) for r in self._q("SELECT * FROM memories")]
+        return [memory_of(r) for r in self._q("SELECT * FROM memories")]
 
     def all_grants(self) -> list[Grant]:
         """Every explicit grant."""
-        return [_grant(r) for r in self._q("SELECT * FROM grants")]
+        return [grant_of(r) for r in self._q("SELECT * FROM grants")]
 
     def insert_memory(self, m: Memory) -> None:
         """Add a node."""
@@ -418,11 +302,11 @@ class SqliteStore:
                         (g.memory_id, g.principal))
         if row is not None:
             self._x("UPDATE grants SET privileges=? WHERE id=?",
-                    (_priv_text(g.privileges), row["id"]))
+                    (priv_text(g.privileges), row["id"]))
             g = Grant(row["id"], g.memory_id, g.principal, g.privileges, row["created_at"])
         else:
             self._x("INSERT INTO grants VALUES (?,?,?,?,?)",
-                    (g.id, g.memory_id, g.principal, _priv_text(g.privileges), g.created_at))
+                    (g.id, g.memory_id, g.principal, priv_text(g.privileges), g.created_at))
         self.bump_tree()
         return g
 
@@ -726,7 +610,7 @@ class SqliteStore:
             rows = self._q(f"SELECT f.rowid AS n, f.rank AS s {base} "
                            f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
         else:
-            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, {_BM25} AS s "  # noqa: S608
+            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, {BM25} AS s "  # noqa: S608
                            f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
                            (*args, bound, limit))
         if not rows:
