@@ -1,13 +1,15 @@
 """The embedded store: SQLite in WAL mode in a data directory, file bytes beside it.
 
-This is the only module of the service that speaks SQL. It keeps:
+With :mod:`.schema` (tables and row helpers) and :mod:`.gitstore` (Memory Git's proposals,
+reviews and nonces, on the same connection) this package is the only place of the service that
+speaks SQL. This module keeps:
 
 - the tree, grants, members, groups and hashed credentials (server-owned structure);
 - the Memory Git history: ``changesets`` (immutable canonical documents, id = integrity digest)
   and ``refs`` (CAS-advanced heads), plus salted record ``bodies`` that ops name by digest;
 - the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
-  FTS5 index ``record_fts`` — all rebuilt from the changesets by :meth:`SqliteStore.rebuild_begin`
-  and the service's replay;
+  FTS5 index ``record_fts`` (plus ``edges`` and ``memory_counts``) — all re-derived from the
+  changesets by ``Core.rebuild`` (``pal admin rebuild``);
 - small documents (jobs, named queries, snapshots, consolidation runs, harness settings) and the
   idempotency table.
 
