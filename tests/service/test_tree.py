@@ -69,7 +69,12 @@ def test_delete_removes_descendants_and_records(svc: MemoryService, owner: Calle
     a = svc.create_memory(owner, {"name": "a"})
     b = svc.create_memory(owner, {"name": "b", "parent_id": a["id"]})
     rec = svc.remember(owner, b["id"], {"content": "kept below"})
+    f = svc.upload_file(owner, b"%PDF-1.4 bytes", name="c.pdf", media_type="application/pdf")
+    svc.remember(owner, b["id"], {"content": [{"type": "file", "file": {"id": f["id"]}}]})
     out = svc.delete_memory(owner, a["id"])
+    assert not any(p.is_file() for p in (svc._store.data_dir / "files").rglob("*"))
+    left = svc._store._db.execute("SELECT COUNT(*) FROM bodies").fetchone()[0]
+    assert left == 0
     assert out["deleted"] is True and set(out["memories"]) == {a["id"], b["id"]}
     with pytest.raises(NotFound):
         svc.get_memory(owner, b["id"])

@@ -268,13 +268,24 @@ class SqliteStore:
         self.bump_tree()
 
     def delete_memories(self, ids: Sequence[str]) -> None:
-        """Remove nodes with everything they hold: grants, history, projections, docs."""
+        """Remove nodes with everything they hold: grants, history (on every ref), bodies,
+        file bytes, projections, docs."""
+        files: set[str] = set()
         for mid in ids:
             for r in self._q("SELECT n, id FROM records WHERE memory_id=?", (mid,)):
                 self._x("DELETE FROM record_fts WHERE rowid=?", (r["n"],))
-            digests = [r["body_digest"] for r in self._q(
-                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))]
+            digests = {r["body_digest"] for r in self._q(
+                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))}
+            for r in self._q("SELECT doc FROM changesets WHERE memory_id=?", (mid,)):
+                for op in load(r["doc"]).get("ops", ()):
+                    digest = (op.get("payload") or {}).get("body_digest")
+                    if isinstance(digest, str):
+                        digests.add(digest)  # bodies of unmerged refs too
             for d in digests:
+                found = self.body(d)
+                if found is not None:
+                    files.update(p["file"]["id"] for p in load(found[1]).get("content", ())
+                                 if p.get("type") == "file" and isinstance(p.get("file"), dict))
                 self._x("DELETE FROM bodies WHERE digest=?", (d,))
             for table in ("records", "versions", "changesets", "refs", "grants", "edges",
                           "memory_counts"):
@@ -282,6 +293,8 @@ class SqliteStore:
             self._x("DELETE FROM docs WHERE memory_id=?", (mid,))
             self._x("DELETE FROM idempotency WHERE scope=?", (mid,))
             self._x("DELETE FROM memories WHERE id=?", (mid,))
+        for fid in files:
+            self.delete_file(fid)
         self.bump_tree()
 
     def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
