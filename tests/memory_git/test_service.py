@@ -315,3 +315,44 @@ def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable
     assert err.value.code == "integrity_failure"
     with pytest.raises(Unavailable):
         cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
+
+
+def test_persist_and_retire_conflicts(env: tuple[ReviewFlow, GrantTable]) -> None:
+    flow, _ = env
+    root = branch(flow, ALICE, "refs/agents/alice/main")
+    head = commit(flow, ALICE, "refs/agents/alice/main", "c1",
+                  add("we always ship on Fridays", kind="decision", protected=True))
+    pid = propose_and_approve(flow, ALICE, BOB, "refs/agents/alice/main", "p1")
+    flow.merge(BOB, P, flow.authorize(BOB, pid, {}))
+    branch(flow, CAROL, "refs/agents/carol/main")
+    decision = flow.git.context_at(CAROL, P, {})["memories"][0]["memory_id"]
+    change = commit(flow, CAROL, "refs/agents/carol/main", "c2",
+                    {"op_type": "propose_deprecation", "target_event_id": decision,
+                     "payload": {"reason": "no more Friday ships"}})
+    found = flow.detect(CAROL, P, {"base_changeset_id": head, "left_changeset_id": head,
+                                   "right_changeset_id": change})["conflicts"]
+    assert [c["conflict_type"] for c in found] == ["contradicts_protected_decision"]
+    prop, _ = flow.propose(CAROL, P, {"source_ref": "refs/agents/carol/main",
+                                      "idempotency_key": "p2"})
+
+    def open_kinds() -> list[str]:
+        rows = flow.list_conflicts(BOB, P, "open", 100)["conflicts"]
+        return sorted(c["conflict_type"] for c in rows if c["proposal_id"] == prop["proposal_id"])
+
+    assert open_kinds() == ["contradicts_protected_decision"]  # found when it was opened
+    # conflict ids are deterministic: the detected conflict IS the one the proposal holds
+    assert prop["conflict_ids"] == [found[0]["conflict_id"]]
+    flow.persist_conflicts(BOB, P, {"proposal_id": prop["proposal_id"], "conflicts": found})
+    assert open_kinds() == ["contradicts_protected_decision"]  # persisting again: no copy
+    flow.review(BOB, prop["proposal_id"], {"verdict": "approve"})
+    with pytest.raises(Conflict) as err:
+        flow.authorize(BOB, prop["proposal_id"], {})
+    assert err.value.code == "unresolved-conflicts"
+    with pytest.raises(Forbidden):
+        flow.retire_conflicts(CAROL, P, {"proposal_id": prop["proposal_id"],
+                                         "status": "resolved"})
+    out = flow.retire_conflicts(BOB, P, {"proposal_id": prop["proposal_id"],
+                                         "status": "resolved"})
+    assert out["retired"] == 1 and open_kinds() == []
+    flow.merge(BOB, P, flow.authorize(BOB, prop["proposal_id"], {}))
+    assert flow.git.get_ref(BOB, P, "refs/shared/main")["head_changeset_id"] not in (root, head)

@@ -352,6 +352,32 @@ async def resolve_conflict(
     )
 
 
+@router.post(
+    "/{project}/conflicts/persist",
+    summary="Attach detected conflicts to an open proposal",
+    openapi_extra=_OBJECT_BODY,
+)
+async def persist_conflicts(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).persist_conflicts, project, body=True, key=idempotency_key
+    )
+
+
+@router.post(
+    "/{project}/conflicts/retire",
+    summary="Close a proposal's open conflicts with a status",
+    openapi_extra=_OBJECT_BODY,
+)
+async def retire_conflicts(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).retire_conflicts, project, body=True, key=idempotency_key
+    )
+
+
 # --- proposals and reviews (the gateway side) --------------------------------------------------
 @router.post(
     "/{project}/proposals",

@@ -19,6 +19,7 @@ Merge shapes (checked before the transaction):
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +31,8 @@ from palimpsest.service.gitservice import GitService, check_ref_name, is_protect
 from palimpsest.service.mergeauth import KeyRing, MergeRequest
 from palimpsest.service.review import Proposal, Review
 
+_CONFLICT_KEYS = ("conflict_id", "conflict_type", "severity", "summary")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _MERGE_FIELDS = ("ref_name", "expected_head", "new_head", "merge_proposal_id",
                  "reviewer_principal", "merge_authorization")
 
@@ -247,6 +250,60 @@ class ReviewFlow:
         self.git.store.set_conflict_status(project, conflict_id, proposal_id=None,
                                            status="resolved", note=note, now=self.git.now())
         return {"resolved": len(rows), "conflict_id": conflict_id}
+
+    def persist_conflicts(self, principal: str, project: str,
+                          body: dict[str, Any]) -> dict[str, Any]:
+        """Attach detected conflicts (``conflicts/detect`` output) to an open proposal."""
+        self.git.access.require(principal, project, "write")
+        doc = self._open_proposal(project, _str(body, "proposal_id"))
+        items = body.get("conflicts")
+        if not isinstance(items, list) or not items or len(items) > 100:
+            raise InvalidInput("conflicts must be a non-empty array of at most 100 conflicts")
+        now = self.git.now()
+        rows = []
+        for item in items:
+            if not isinstance(item, dict) or not all(
+                    isinstance(item.get(k), str) and item.get(k) for k in _CONFLICT_KEYS):
+                raise InvalidInput(f"each conflict needs the strings {', '.join(_CONFLICT_KEYS)}",
+                                   code="invalid-conflict")
+            if not _HEX64.fullmatch(item["conflict_id"]):
+                raise InvalidInput("conflict_id must be 64 lower-case hex digits",
+                                   code="invalid-conflict")
+            rows.append({k: item[k] for k in (*_CONFLICT_KEYS, "base_changeset_id",
+                                             "left_changeset_id", "right_changeset_id")
+                         if isinstance(item.get(k), str)}
+                        | {"project_id": project, "status": "open",
+                           "proposal_id": doc["proposal_id"], "created_at": now})
+        self.git.store.add_conflicts(project, doc["proposal_id"], rows)
+        return {"persisted": len(rows), "proposal_id": doc["proposal_id"]}
+
+    def retire_conflicts(self, principal: str, project: str,
+                         body: dict[str, Any]) -> dict[str, Any]:
+        """Close every open conflict of a proposal with a lifecycle status (not by its author)."""
+        self.git.access.require(principal, project, "write")
+        pid = _str(body, "proposal_id")
+        status = _str(body, "status")
+        if status not in ("resolved", "rejected", "superseded", "canceled", "deferred"):
+            raise InvalidInput("status must be resolved, rejected, superseded, canceled or "
+                               "deferred", code="invalid-status")
+        doc = self.git.store.proposal(pid)
+        if doc is None or doc["project_id"] != project:
+            raise NotFound("no such proposal in this project", code="proposal-not-found")
+        if doc["originator_principal"] == principal:
+            raise Forbidden("the author of a proposal cannot retire its conflicts",
+                            code="self-review")
+        changed = self.git.store.set_conflict_status(project, "", proposal_id=pid,
+                                                     status=status, note=None,
+                                                     now=self.git.now())
+        return {"retired": changed, "proposal_id": pid, "status": status}
+
+    def _open_proposal(self, project: str, proposal_id: str) -> dict[str, Any]:
+        doc = self.git.store.proposal(proposal_id)
+        if doc is None or doc["project_id"] != project:
+            raise NotFound("no such proposal in this project", code="proposal-not-found")
+        if doc["status"] not in review.OPEN_STATES:
+            raise Conflict(f"proposal is {doc['status']}", code="proposal-closed")
+        return doc
 
     def review(self, principal: str, proposal_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Record an independent verdict bound to the proposal's snapshot."""

@@ -334,6 +334,15 @@ class GitStore:
             db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
                        (proposal["status"], _dump(proposal), proposal["proposal_id"]))
 
+    def add_conflicts(self, project: str, proposal_id: str,
+                      rows: list[dict[str, Any]]) -> None:
+        """Persist conflicts for a proposal (an id already stored for it is kept as is)."""
+        with self._tx() as db:
+            for c in rows:
+                db.execute("INSERT OR IGNORE INTO mg_conflicts VALUES (?, ?, ?, ?, ?, ?)",
+                           (c["conflict_id"], proposal_id, project, c["status"], _dump(c),
+                            self._next(db)))
+
     def set_conflict_status(self, project: str, conflict_id: str, *, proposal_id: str | None,
                             status: str, note: str | None, now: str) -> int:
         """Resolve or retire persisted conflicts; returns how many rows changed."""
