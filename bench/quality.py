@@ -1,14 +1,13 @@
 """Recall quality on LoCoMo and LongMemEval_S, against a same-run BM25 baseline. No LLM, CPU only.
 
-    .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N] [--split dev|held|all]
-                                      [--engine service|local] [--write-docs]
+    .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N]
+                                      [--split dev|held|both|all] [--out FILE]
+    .venv/bin/python bench/quality.py --write-docs RESULT.json [RESULT.json ...]
 
-- ``service`` (the default and the only one whose numbers are reported): every benchmark user
-  gets a fresh data directory; its turns are written as ``episode`` records through
-  :class:`palimpsest.service.memories.MemoryService` exactly as an agent harness would (text,
-  role, speaker and the session time) and every question is asked through ``recall``.
-- ``local`` is a development harness only (an in-memory FTS5 table driven by the same
-  ``palimpsest.search`` functions); it exists to iterate before the service is complete.
+- Ours: every benchmark user gets a fresh data directory; its turns are written as ``episode``
+  records through :class:`palimpsest.service.memories.MemoryService` as an agent harness would
+  (text, role, speaker, ``session_id`` as the Hermes provider writes it, and the session time)
+  and every question is one ``recall`` call. There is no other index.
 - The baseline is ``rank_bm25.BM25Okapi`` over the same texts split on single spaces.
 
 Prints one JSON document; ``--write-docs`` also rewrites the quality section of
@@ -41,9 +40,12 @@ from quality_data import (
     sessions_of,
 )
 
+from palimpsest.errors import PalError
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("PAL_SHARED", ROOT.parent / "shared")).resolve()
 RESULTS = ROOT / "bench" / "results"
+CHUNK = 12_000  # characters per episode: within the service's 64 KiB text part and op limits
 
 # (query, question, role, unit) → keys best first; unit "session" returns session ids.
 Searcher = Callable[[str, Question, str | None, str], list[str]]
@@ -55,6 +57,8 @@ def _sessions_from_turns(turns: Searcher, corpus: Corpus) -> Searcher:
     last: dict[tuple[str, str | None], list[str]] = {}
 
     def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
+        if unit == "limit10":
+            return turns(query, question, role, unit)
         if unit == "turn" or (query, role) not in last:
             last.clear()
             last[(query, role)] = turns(query, question, role, "turn")
@@ -99,49 +103,6 @@ class BM25Engine:
         return search
 
 
-class LocalEngine:
-    """Development harness: one in-memory FTS5 table + palimpsest.search (never reported)."""
-
-    name = "local"
-
-    def open(self, corpus: Corpus) -> Searcher:
-        import sqlite3
-
-        from palimpsest.search import fts, rank
-
-        conn = sqlite3.connect(":memory:")
-        conn.execute(
-            f"CREATE VIRTUAL TABLE t USING fts5(title, body, role UNINDEXED, "
-            f"tokenize='{fts.FTS5_TOKENIZE}')"
-        )
-        conn.executemany(
-            "INSERT INTO t(rowid, title, body, role) VALUES (?, ?, ?, ?)",
-            [(i, "", fts.document_text(d.text), d.role) for i, d in enumerate(corpus.docs)],
-        )
-        docs = corpus.docs
-
-        def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
-            expr = fts.match_expression(query)
-            if expr is None:
-                return []
-            sql = "SELECT rowid, -bm25(t, 2.0, 1.0), body FROM t WHERE t MATCH ?"
-            args: list[object] = [expr]
-            if role:
-                sql += " AND role = ?"
-                args.append(role)
-            sql += " ORDER BY bm25(t, 2.0, 1.0) LIMIT ?"
-            args.append(rank.candidate_limit(100))
-            rows = conn.execute(sql, args).fetchall()
-            cands = [
-                rank.Candidate(docs[r].key, docs[r].text, s, docs[r].when,
-                               {"speaker": docs[r].speaker, "role": docs[r].role}, body)
-                for r, s, body in rows
-            ]
-            return [r.key for r in rank.rerank(query, cands, limit=100)]
-
-        return _sessions_from_turns(search, corpus)
-
-
 class ServiceEngine:
     """The real write and recall paths of MemoryService, one data directory per corpus."""
 
@@ -149,12 +110,26 @@ class ServiceEngine:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
+        self._open: tuple[object, Path] | None = None
+        self.refused: list[str] = []
+
+    def close(self) -> None:
+        """Close and delete the previous corpus's data directory (LongMemEval has 498)."""
+        import shutil
+
+        if self._open is not None:
+            svc, data = self._open
+            svc.close()  # type: ignore[attr-defined]
+            shutil.rmtree(data, ignore_errors=True)
+            self._open = None
 
     def open(self, corpus: Corpus) -> Searcher:
         from palimpsest.service.memories import MemoryService
 
+        self.close()
         data = self.workdir / corpus.name.replace("/", "_")
         svc = MemoryService(data)
+        self._open = (svc, data)
         made = svc.bootstrap_owner("bench")
         assert made is not None
         caller = svc.caller(made[0].id)
@@ -165,24 +140,36 @@ class ServiceEngine:
         for doc in corpus.docs:
             by_session[doc.session].append(doc)
         for session, docs in by_session.items():
+            # One observe call per session (≤ 100 episodes each), as a harness flushes a
+            # conversation; a turn longer than one content part allows is written as several
+            # consecutive episodes (a harness chunking a long message).
+            episodes: list[dict[str, object]] = []
             for doc in docs:
-                attributes: dict[str, object] = {"turn": doc.key, "session": session,
+                attributes: dict[str, object] = {"turn": doc.key, "session_id": session,
                                                  "role": doc.role}
                 if doc.speaker:
                     attributes["speaker"] = doc.speaker
-                svc.remember(caller, mid, {
-                    "type": "episode",
-                    "content": [{"type": "text", "text": doc.text, "role": doc.role}],
-                    "attributes": attributes,
-                    "time": {"valid_from": doc.when},
-                })
+                for start in range(0, max(len(doc.text), 1), CHUNK):
+                    episodes.append({
+                        "content": [{"type": "text", "text": doc.text[start:start + CHUNK],
+                                     "role": doc.role}],
+                        "attributes": attributes,
+                        "time": {"valid_from": doc.when},
+                    })
+            for start in range(0, len(episodes), 100):
+                batch = episodes[start:start + 100]
+                try:
+                    svc.observe(caller, mid, {"episodes": batch})
+                except PalError as exc:
+                    self.refused.append(f"{corpus.name}: {exc.code}: {exc.message}")
 
         def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
-            body: dict[str, object] = {"query": query, "limit": 100}
+            body: dict[str, object] = {"query": query, "limit": 10 if unit == "limit10" else 100}
             if role:
                 body["filters"] = {"field": "attributes.role", "op": "eq", "value": role}
             answer = svc.recall(caller, mid, body)
-            return [str(r["record"]["attributes"]["turn"]) for r in answer["results"]]
+            keys = [str(r["record"]["attributes"]["turn"]) for r in answer["results"]]
+            return list(dict.fromkeys(keys))  # a chunked turn counts once, at its best rank
 
         return _sessions_from_turns(search, corpus)
 
@@ -194,10 +181,17 @@ def _agg(rows: Sequence[dict[str, float]]) -> dict[str, float]:
 
 
 def _timed(search: Searcher, query: str, q: Question, role: str | None,
-           lat: list[float]) -> list[str]:
-    start = time.perf_counter()
+           lat: dict[str, list[float]]) -> list[str]:
+    """The ranking of one recall (limit 100, what the metrics need), timed in wall and CPU
+    time; then the same recall at limit 10 (what an agent asks), timed too."""
+    wall, cpu = time.perf_counter(), time.process_time()
     ranking = search(query, q, role, "turn")
-    lat.append((time.perf_counter() - start) * 1000)
+    lat["wall"].append((time.perf_counter() - wall) * 1000)
+    lat["cpu"].append((time.process_time() - cpu) * 1000)
+    wall, cpu = time.perf_counter(), time.process_time()
+    search(query, q, role, "limit10")
+    lat["wall_limit10"].append((time.perf_counter() - wall) * 1000)
+    lat["cpu_limit10"].append((time.process_time() - cpu) * 1000)
     return ranking
 
 
@@ -205,7 +199,7 @@ def run_locomo(engine: object, corpora: Iterable[Corpus], split: str) -> dict[st
     """Turn- and session-level metrics per category and overall (categories 1–4)."""
     turn_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     sess_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
-    lat: list[float] = []
+    lat: dict[str, list[float]] = defaultdict(list)
     for corpus in corpora:
         qs = [q for q in corpus.questions if _in_split(q.id, split)]
         if not qs:
@@ -238,7 +232,7 @@ def run_lme(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, 
     off_sess: list[dict[str, float]] = []
     common: list[dict[str, float]] = []
     by_type: dict[str, list[dict[str, float]]] = defaultdict(list)
-    lat: list[float] = []
+    lat: dict[str, list[float]] = defaultdict(list)
     for corpus in corpora:
         q = corpus.questions[0]
         if not _in_split(q.id, split) or q.extra["abstention"]:
@@ -270,13 +264,78 @@ def run_lme(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, 
     }
 
 
-def _latency(lat: list[float]) -> dict[str, float]:
-    return {"p50": round(percentile(lat, 50), 2), "p99": round(percentile(lat, 99), 2),
-            "n": len(lat)}
+def _latency(lat: dict[str, list[float]]) -> dict[str, dict[str, float]]:
+    return {kind: {"p50": round(percentile(v, 50), 2), "p99": round(percentile(v, 99), 2),
+                   "n": len(v)} for kind, v in lat.items()}
 
 
 def _in_split(qid: str, split: str) -> bool:
     return split == "all" or (split == "dev") == is_dev(qid)
+
+
+PREFACE = """
+What recall does (the engine every user gets; nothing here is benchmark-specific): text is
+analysed by `palimpsest.search.analyzer` (Unicode words, case and Latin-accent folding,
+English stop words, a light suffix stemmer, CJK unigrams); SQLite FTS5 BM25 ranks the record's
+own words (weight 1.0) and, for an episode, the words of the episode written just before it in
+the same memory (`fts.CONTEXT_WEIGHT` 0.5); `search.rank` fuses that BM25 order with a
+rarity-weighted coverage of the question's terms (reciprocal rank fusion, k = 60) and lets
+episodes of one conversation (`attributes.session_id`, as the Hermes provider writes it)
+support each other (`THREAD_WEIGHT` 0.3). No embeddings: the optional local embedding signal
+was not built, so `query` is answered lexically and the service says so in `degraded`.
+
+No LLM anywhere; CPU only; one shared, loaded 2-core machine. `service` = every benchmark user
+gets a fresh data directory, each session's turns are written as `episode` records through
+`MemoryService.observe` (one call per session; text, role, speaker, `session_id` and session
+time; a turn over 12,000 characters is written as consecutive episodes, and counts once at its
+best rank), and each question is one
+`MemoryService.recall` call (`{"query": question, "limit": 100}`; the LongMemEval official
+protocol adds the filter `attributes.role eq user`). `bm25` = `rank_bm25.BM25Okapi` defaults
+over the same texts split on single spaces (session-level: a session's turns joined, as the
+upstream scripts do), computed in the same run. Our session rankings are the distinct sessions
+of the turn ranking in first-seen order (upstream's turn→session mapping).
+Split: a question is in the development set when the last hex digit of sha256(id) is even
+(`id` = LongMemEval `question_id`, LoCoMo `<sample_id>#<index in qa>`); all tuning used the
+development set only. LoCoMo `overall_1_4` is the headline (category 5, adversarial, apart);
+4 questions without usable evidence are skipped. LongMemEval official averages skip `_abs`
+questions and questions without a user-side `has_answer` turn; the common variant scores
+`answer_session_ids` over all non-abstention questions. nDCG is upstream's binary
+`eval_utils.ndcg`. Latency is wall time of one recall call in-process (service) or one
+`get_scores` (bm25), including all Python work.
+"""
+
+
+NOTES = """
+Reading the numbers:
+- Latency was measured while up to seven other engineers' test suites shared the machine's two
+  cores (load average 7–10), so wall time is several times CPU time. CPU time is the fairer
+  measure of the engine; at the agent's usual `limit` (8–10) recall p50 is about 6 ms of CPU.
+  Wall time at limit 10 misses the 20 ms target on that loaded machine; re-measure on an idle one
+  before quoting it. Limit 100 (what the metrics need, to map turns to ten sessions) costs more
+  because 100 records are loaded and rendered.
+- The BM25 baseline's latency is one `get_scores` over an index already built in memory; ours
+  is a whole `MemoryService.recall` (reach and privileges, SQLite FTS5, re-ranking, rendering).
+- Not built: the optional local embedding signal. The issue allows one only from a package that
+  ships its own weights and only if it pays for itself; it would need the service to store a
+  vector per record and to embed LongMemEval's ~250,000 turns on two shared cores, and the
+  lexical engine already clears the recall targets measured here.
+"""
+
+
+def write_docs(paths: list[Path]) -> int:
+    """Merge result files and rewrite the recall-quality section of docs/benchmarks.md."""
+    from quality_report import render, write
+
+    merged: dict[str, object] = {}
+    for path in paths:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for key, value in data.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key].update(value)  # type: ignore[union-attr]
+            else:
+                merged[key] = value
+    write(ROOT / "docs" / "benchmarks.md", render(merged, PREFACE, NOTES))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,19 +344,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", choices=["locomo", "lme", "all"], default="all")
     ap.add_argument("--limit", type=int, default=0, help="at most N corpora per benchmark")
     ap.add_argument("--split", choices=["dev", "held", "both", "all"], default="both")
-    ap.add_argument("--engine", choices=["service", "local"], default="service")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    ap.add_argument("--write-docs", nargs="*", type=Path, default=None, metavar="JSON",
+                    help="rewrite the docs/benchmarks.md section from these result files "
+                         "(merged in order) instead of running")
     args = ap.parse_args(argv)
+    if args.write_docs is not None:
+        return write_docs(args.write_docs)
     import tempfile
 
     tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")
     workdir = args.workdir or Path(tmp.name)
-    ours = ServiceEngine(workdir) if args.engine == "service" else LocalEngine()
+    ours = ServiceEngine(workdir)
     engines: list[object] = [ours] + ([] if args.no_baseline else [BM25Engine()])
     splits = ["dev", "held"] if args.split == "both" else [args.split]
-    result: dict[str, object] = {"engine": args.engine, "limit": args.limit or None}
+    result: dict[str, object] = {"limit": args.limit or None}
     if args.bench in ("locomo", "all"):
         corpora = locomo(SHARED / "bench" / "locomo" / "locomo10.json")
         if args.limit:
@@ -317,6 +380,10 @@ def main(argv: list[str] | None = None) -> int:
             split: {e.name: run_lme(e, corpora_l, split) for e in engines}  # type: ignore[attr-defined]
             for split in splits
         }
+    for engine in engines:
+        if isinstance(engine, ServiceEngine):
+            engine.close()
+            result["refused_writes"] = engine.refused
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.out:

@@ -178,7 +178,7 @@ def _dcg(relevances: Sequence[int], k: int) -> float:
     rel = list(relevances)[:k]
     if not rel:
         return 0.0
-    return rel[0] + sum(r / math.log2(i + 1) for i, r in enumerate(rel[1:], start=2))
+    return rel[0] + sum(r / math.log2(i) for i, r in enumerate(rel[1:], start=2))
 
 
 def ndcg(ranking: Sequence[str], gold: frozenset[str], n_docs: int, k: int) -> float:

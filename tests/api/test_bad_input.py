@@ -68,10 +68,15 @@ def _expand(body: Any) -> Any:
     return body
 
 
+@pytest.fixture(scope="module")
+def before(owner: httpx.Client, places: dict[str, str]) -> Any:
+    """Everything readable once the tree is built: no refused request may change it."""
+    return state(owner)
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_bad_input_is_refused_and_changes_nothing(owner: httpx.Client, places: dict[str, str],
-                                                  case: dict[str, Any]) -> None:
-    before = state(owner)
+                                                  before: Any, case: dict[str, Any]) -> None:
     path = _fill(case["path"], places)
     kwargs: dict[str, Any] = {}
     if "body" in case:

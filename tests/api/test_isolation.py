@@ -226,3 +226,18 @@ def test_granted_listing(bob: httpx.Client, tree: dict[str, Any]) -> None:
     ids = [m["id"] for m in granted]
     assert set(ids) == {tree["company"], tree["deal"]}
     assert tree["vault"] not in json.dumps(granted)
+
+
+def test_granted_listing_names_where_privileges_change(server: Server, members: dict[str, Any],
+                                                       alice: httpx.Client,
+                                                       tree: dict[str, Any]) -> None:
+    """``?granted=true``: the entry points, plus every memory below them where what the caller
+    may do differs from its parent, each with the privileges there, highest first."""
+    with server.client(members["owner"].token) as owner:
+        ok(owner.post(f"/v1/memories/{tree['sales']}/grants",
+                      json={"principal": f"member:{members['alice'].id}",
+                            "privileges": ["write"]}))
+    granted = ok(alice.get("/v1/memories", params={"granted": "true"}))["data"]
+    assert [(m["id"], m["privileges"]) for m in granted] == [
+        (tree["company"], ["read"]), (tree["sales"], ["read", "write"])]
+    assert tree["vault"] not in json.dumps(granted)

@@ -371,3 +371,41 @@ def test_recall_status_on_a_newer_hermes_reports_new_items_only(
     assert provider.recall_status() == RecallStatus(provider_label="Palimpsest", count=1)
     assert _turn(provider, "third question") == ""
     assert provider.recall_status() is None
+
+
+def test_max_body_bytes_caps_the_servers_answer(server: StubServer, tmp_path: Path) -> None:
+    server.script.records = [record(f"r{i}", "y" * 200) for i in range(10)]  # ≈ 6 KB answer
+    capped = _provider(tmp_path, _env(server, MAX_BODY_BYTES="1024"))
+    assert _turn(capped, "a long answer") == ""
+    roomy = _provider(tmp_path, _env(server, MAX_BODY_BYTES="1048576"))
+    assert len(_ids(_turn(roomy, "a long answer", session="s9"))) == 10
+
+
+def test_timeout_bound_gives_up_on_a_stalled_server(server: StubServer, tmp_path: Path) -> None:
+    server.script.records = [record("r1", "one")]
+    server.script.mode = "slow"  # the server holds every answer until released
+    provider = _provider(tmp_path, _env(server, TIMEOUT="0.2"))
+    provider.queue_prefetch("a question for a stalled server")
+    finished = provider.wait_idle(5)
+    server.script.release.set()
+    assert finished  # the 0.2 s deadline ended the request; the server would hold it 10 s
+    assert provider.prefetch("next turn") == ""
+
+
+def test_pip_entry_point_registers_the_provider() -> None:
+    from importlib.metadata import entry_points
+
+    (point,) = [
+        e for e in entry_points(group="hermes_agent.memory_providers") if e.name == "palimpsest"
+    ]
+    module = point.load()
+
+    class Collector:
+        provider: object = None
+
+        def register_memory_provider(self, provider: object) -> None:
+            self.provider = provider
+
+    collector = Collector()
+    module.register(collector)
+    assert isinstance(collector.provider, PalimpsestMemoryProvider)

@@ -231,3 +231,13 @@ def test_configured_needs_no_network(tmp_path: Path) -> None:
     assert s.configured({"PALIMPSEST_HERMES_MEMORY": "hmem_a"}, tmp_path) is True
     _connection(tmp_path)
     assert s.configured({}, tmp_path) is True
+
+
+def test_ca_file_must_be_an_absolute_existing_file(tmp_path: Path) -> None:
+    assert s.load_direct(_direct()).ca_file is None
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\n")
+    assert s.load_direct(_direct(CA_FILE=str(pem))).ca_file == str(pem)
+    for bad in ("ca.pem", str(tmp_path / "missing.pem"), str(tmp_path)):
+        with pytest.raises(ConfigError, match="PALIMPSEST_HERMES_CA_FILE"):
+            s.load_direct(_direct(CA_FILE=bad))

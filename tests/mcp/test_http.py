@@ -197,6 +197,15 @@ def test_memory_git_round_trip_between_two_agents(served: tuple[World, str]) -> 
             block = nowhere.content[0]
             assert isinstance(block, types.TextContent)
             assert "no default memory" in block.text
+            # once the harness settings name a default memory, it is used
+            put = httpx.put(
+                f"{url}/v1/harnesses/{alice.member_id}/memories",
+                headers={"Authorization": f"Bearer {alice.secret}"},
+                json={"default_memory_id": world.memory_id},
+            )
+            assert put.status_code == 200, put.text
+            kept = _payload(await a.call_tool("memory_remember", {"content": "found a home"}))
+            assert kept["memory_id"] == world.memory_id
 
     anyio.run(run)
 

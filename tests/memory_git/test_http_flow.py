@@ -38,6 +38,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         ok(alice.post(f"/v1/memories/{memory['id']}/grants",
                       json={"principal": f"member:{members['bob'].id}",
                             "privileges": ["read", "write"]}))
+        # the project's Memory Git root and alice's working ref, shared by the tests below
+        ok(alice.post(f"/api/memory/{memory['id']}/legacy-root", json={}), 201)
+        root = ok(alice.get(f"/api/memory/{memory['id']}/refs/shared/main"))["head_changeset_id"]
+        ok(alice.post(f"/api/memory/{memory['id']}/branches",
+                      json={"ref_name": f"refs/agents/{members['alice'].id}/main",
+                            "head_changeset_id": root}), 201)
         yield {"server": server, "alice": alice, "bob": bob, "project": memory["id"],
                "ids": {n: f"member:{members[n].id}" for n in ("alice", "bob")},
                "mids": {n: members[n].id for n in ("alice", "bob")},
@@ -73,7 +79,10 @@ def commit(client: httpx.Client, project: str, refname: str, key: str, content: 
 def proposal_ready(w: dict[str, Any], key: str, content: str) -> tuple[str, dict[str, Any]]:
     """Alice commits on her own ref and proposes; Bob approves. Returns (proposal id, proposal)."""
     alice, bob, p = w["alice"], w["bob"], w["project"]
-    mine = f"refs/agents/{w['mids']['alice']}/main"
+    # a fresh topic branch from the current shared head, so the merge is a fast-forward
+    mine = f"refs/agents/{w['mids']['alice']}/{key}"
+    ok(alice.post(f"/api/memory/{p}/branches", json={
+        "ref_name": mine, "head_changeset_id": head_of(alice, p, "refs/shared/main")}), 201)
     ok(commit(alice, p, mine, key, content, head_of(alice, p, mine)), 201)
     prop = ok(alice.post(f"/api/memory/{p}/proposals", json={
         "source_ref": mine, "target_ref": "refs/shared/main", "idempotency_key": f"p-{key}",
@@ -93,7 +102,7 @@ def test_everyday_flow(world: dict[str, Any]) -> None:
     assert ctx["projection_version"] == "memory-context/v1" and ctx["memories"] == []
     root = ctx["head_changeset_id"]
     # 2. branch
-    mine = f"refs/agents/{world['mids']['alice']}/main"
+    mine = f"refs/agents/{world['mids']['alice']}/flow"
     made = ok(alice.post(f"/api/memory/{p}/branches",
                          json={"ref_name": mine, "head_changeset_id": root}), 201)
     assert made["created_by_principal"] == world["ids"]["alice"]
@@ -132,7 +141,7 @@ def test_everyday_flow(world: dict[str, Any]) -> None:
     assert len(diff["memories_added"]) == 1
     # the requirement's example: list refs with the bearer credential
     refs = ok(bob.get(f"/api/memory/{p}/refs"))
-    assert {r["ref_name"] for r in refs} == {"refs/shared/main", mine}
+    assert {r["ref_name"] for r in refs} >= {"refs/shared/main", mine}
     assert ok(bob.get(f"/api/memory/{p}/refs/shared/main"))["protected"] is True
 
 
@@ -272,6 +281,7 @@ def pal(w: dict[str, Any], who: str, *args: str) -> subprocess.CompletedProcess[
 def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     p = world["project"]
     mine = f"refs/agents/{world['mids']['bob']}/main"
+    assert pal(world, "alice", "init", p).returncode == 0  # idempotent
     assert pal(world, "bob", "branch", p, mine).returncode == 0
     made = pal(world, "bob", "--json", "commit", p, mine, "--add", "Bob's note\x1b[31m",
                "--kind", "observation", "-m", "cli")
@@ -289,6 +299,11 @@ def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     assert "\x1b" not in shown.stdout  # author text never reaches the terminal as controls
     as_json = json.loads(pal(world, "alice", "--json", "context", p, "--query", "note").stdout)
     assert as_json["memories"][0]["content"] == "Bob's note\x1b[31m"
+    shown = pal(world, "alice", "proposal", prop["proposal_id"])
+    assert shown.returncode == 0 and "merged" in shown.stdout and "approve by" in shown.stdout
+    refused = pal(world, "bob", "settings", p, "--review-required")
+    assert refused.returncode == 1 and "memory_forbidden" in refused.stderr
+    assert "review_required: false" in pal(world, "bob", "settings", p).stdout
 
 
 def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) -> None:
@@ -316,12 +331,19 @@ def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) 
     assert [m["content"] for m in own["memories"]] == ["Refunds\nRefunds within 30 days"]
     lethe_err(alice.get(f"/api/memory/{reviewed}/context", params={"ref": pending["ref_name"]}),
               403, "ref-not-owned")
+    # a second pending write replaces the open proposal (the old one is canceled, kept)
+    second = ok(bob.post(f"/api/memory/{reviewed}/records", json={"content": "Keep receipts"},
+                         headers={"Idempotency-Key": "w2"}), 202)
+    old = ok(alice.get(f"/api/memory/proposals/{pending['proposal_id']}"))
+    assert old["status"] == "canceled"
+    pending = second
     ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
                   json={"verdict": "approve"}), 201)
     req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))
     ok(alice.post(f"/api/memory/{reviewed}/refs/merge", json=req))
     accepted = ok(bob.get(f"/api/memory/{reviewed}/context"))["memories"]
-    assert [(m["memory_id"], m["kind"]) for m in accepted] == [(pending["memory_id"], "fact")]
+    assert {m["content"] for m in accepted} == {"Refunds\nRefunds within 30 days",
+                                                "Keep receipts"}
     changed = bob.post(f"/api/memory/{reviewed}/records", json={**write, "content": "90 days"},
                        headers={"Idempotency-Key": "w1"})
     lethe_err(changed, 409, "idempotency_mismatch")
@@ -370,3 +392,129 @@ def test_one_history_uhp_writes_and_reviewed_merges(world: dict[str, Any]) -> No
     ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Parking in the back"}))
     head = ok(bob.get(f"/api/memory/{mem}/refs/shared/main"))["head_changeset_id"]
     assert ok(bob.get(f"/api/memory/changesets/{head}"))["parent_ids"] == [fix["changeset_id"]]
+
+
+def test_uhp_write_route_diverts_agents_in_a_reviewed_memory(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    mem = ok(alice.post("/v1/memories", json={"name": "Reviewed via UHP"}))["id"]
+    ok(alice.post(f"/v1/memories/{mem}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    ok(alice.put(f"/api/memory/{mem}/settings", json={"review_required": True}))
+    # bob is an agent: his UHP write becomes a proposal; alice (a person) writes directly
+    pending = ok(bob.post(f"/v1/memories/{mem}/records", json={"content": "Agent claim"},
+                          headers={"Idempotency-Key": "u1"}), 202)
+    assert pending["object"] == "memory.pending_review"
+    direct = ok(alice.post(f"/v1/memories/{mem}/records", json={"content": "Person fact"}))
+    listed = [r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]]
+    assert listed == [direct["id"]]
+    # recall reads accepted memory; the author's own pending memory only on request
+    plain = ok(bob.post(f"/v1/memories/{mem}/recall", json={"text": "claim"}))
+    assert plain["results"] == [] and "x.pal.pending" not in plain
+    mine = ok(bob.post(f"/v1/memories/{mem}/recall",
+                       json={"text": "claim", "x.pal.include_pending": True}))
+    assert mine["results"] == []
+    assert [m["memory_id"] for m in mine["x.pal.pending"]["memories"]] == [pending["memory_id"]]
+    theirs = ok(alice.post(f"/v1/memories/{mem}/recall",
+                           json={"text": "claim", "x.pal.include_pending": True}))
+    assert theirs["x.pal.pending"]["memories"] == []  # never someone else's pending ref
+    ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/reviews",
+                  json={"verdict": "approve"}), 201)
+    req = ok(alice.post(f"/api/memory/proposals/{pending['proposal_id']}/authorize", json={}))
+    assert req["strategy"] == "merge_commit"  # alice's direct write moved shared meanwhile
+    ok(alice.post(f"/api/memory/{mem}/refs/merge", json=req))
+    listed = {r["id"] for r in ok(bob.get(f"/v1/memories/{mem}/records"))["data"]}
+    assert listed == {direct["id"], pending["memory_id"]}
+
+
+def test_two_reviewers_merge_at_once_over_http(world: dict[str, Any]) -> None:
+    """Two merges into refs/shared/main race over real sockets: exactly one CAS wins; the loser
+    is told to re-read, and its nonce is not consumed (docs/memory-git.md)."""
+    import threading
+
+    alice, bob = world["alice"], world["bob"]
+    mem = ok(alice.post("/v1/memories", json={"name": "Race"}))["id"]
+    ok(alice.post(f"/v1/memories/{mem}/grants",
+                  json={"principal": world["ids"]["bob"], "privileges": ["read", "write"]}))
+    ok(alice.post(f"/api/memory/{mem}/legacy-root", json={}), 201)
+    root = head_of(alice, mem, "refs/shared/main")
+    props = {}
+    for who, other in (("alice", bob), ("bob", alice)):
+        client = world[who]
+        ref = f"refs/agents/{world['mids'][who]}/main"
+        ok(client.post(f"/api/memory/{mem}/branches",
+                       json={"ref_name": ref, "head_changeset_id": root}), 201)
+        ok(commit(client, mem, ref, f"race-{who}", f"{who} was here", root), 201)
+        prop = ok(client.post(f"/api/memory/{mem}/proposals",
+                              json={"source_ref": ref, "idempotency_key": f"race-{who}"}), 201)
+        ok(other.post(f"/api/memory/proposals/{prop['proposal_id']}/reviews",
+                      json={"verdict": "approve"}), 201)
+        props[who] = prop["proposal_id"]
+    # each proposal's reviewer merges it: bob merges alice's, alice merges bob's
+    reqs = {"bob": ok(bob.post(f"/api/memory/proposals/{props['alice']}/authorize", json={})),
+            "alice": ok(alice.post(f"/api/memory/proposals/{props['bob']}/authorize",
+                                   json={}))}
+    barrier = threading.Barrier(2)
+    answers: dict[str, httpx.Response] = {}
+
+    def run(who: str) -> None:
+        with world["server"].client(world["tokens"][who]) as client:
+            barrier.wait()
+            answers[who] = client.post(f"/api/memory/{mem}/refs/merge", json=reqs[who])
+
+    threads = [threading.Thread(target=run, args=(w,)) for w in reqs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses = sorted(r.status_code for r in answers.values())
+    assert statuses == [200, 409], {w: r.text for w, r in answers.items()}
+    loser = next(w for w, r in answers.items() if r.status_code == 409)
+    body = answers[loser].json()
+    assert body["error"] == "cas_mismatch" and "re-read" in body["message"]
+    advances = ok(alice.get(f"/api/memory/{mem}/changesets"))["changesets"]
+    assert len(advances) == 2  # the root and the winner's changeset: nothing of the loser
+    # The loser's nonce was not burnt, but its envelope is bound to the old head: a retry with
+    # it is still refused (stale expected head), so the loser asks for a fresh authorization.
+    retry = world[loser].post(f"/api/memory/{mem}/refs/merge", json=reqs[loser])
+    assert retry.status_code == 409 and retry.json()["error"] == "cas_mismatch"
+    fresh = ok(world[loser].post(f"/api/memory/proposals/{reqs[loser]['merge_proposal_id']}"
+                                 "/authorize", json={}))
+    assert fresh["strategy"] == "merge_commit"
+    ok(world[loser].post(f"/api/memory/{mem}/refs/merge", json=fresh))
+
+
+def test_every_write_route_takes_an_idempotency_key(world: dict[str, Any]) -> None:
+    doc = ok(world["alice"].get("/openapi.json"))
+    for path, item in doc["paths"].items():
+        if not path.startswith("/api/memory"):
+            continue
+        for method, operation in item.items():
+            if method in ("post", "put", "patch", "delete"):
+                names = {p["name"] for p in operation.get("parameters", [])}
+                assert "Idempotency-Key" in names, (path, method)
+    # the header replays a write exactly: a review recorded twice is one review
+    alice, bob, p = world["alice"], world["bob"], world["project"]
+    mine = f"refs/agents/{world['mids']['alice']}/main"
+    ok(commit(alice, p, mine, "hk1", "header keyed", head_of(alice, p, mine)), 201)
+    prop = ok(alice.post(f"/api/memory/{p}/proposals",
+                         json={"source_ref": mine, "idempotency_key": "hk-p"}), 201)
+    url = f"/api/memory/proposals/{prop['proposal_id']}/reviews"
+    first = ok(bob.post(url, json={"verdict": "approve"}, headers={"Idempotency-Key": "r1"}), 201)
+    again = ok(bob.post(url, json={"verdict": "approve"}, headers={"Idempotency-Key": "r1"}), 201)
+    assert again == first
+    reviews = ok(bob.get(f"/api/memory/proposals/{prop['proposal_id']}"))["reviews"]
+    assert [r["review_id"] for r in reviews] == [first["review_id"]]
+    lethe_err(bob.post(url, json={"verdict": "reject"}, headers={"Idempotency-Key": "r1"}),
+              409, "idempotency_mismatch")
+
+
+def test_review_gate_does_not_reveal_unseen_memories(world: dict[str, Any]) -> None:
+    alice, bob = world["alice"], world["bob"]
+    hidden = ok(alice.post("/v1/memories", json={"name": "Hidden, reviewed"}))["id"]
+    ok(alice.put(f"/api/memory/{hidden}/settings", json={"review_required": True}))
+    unseen = bob.post(f"/v1/memories/{hidden}/records", json={"content": "probe"},
+                      headers={"Idempotency-Key": "probe-1"})
+    unknown = bob.post("/v1/memories/hmem_nosuchmemoryatall0000000000/records",
+                       json={"content": "probe"}, headers={"Idempotency-Key": "probe-2"})
+    assert unseen.status_code == unknown.status_code == 404
+    assert unseen.json() == unknown.json()

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from palimpsest.errors import InvalidInput
 from palimpsest.service import gitproject
 from palimpsest.service.gitproject import Projection
+from palimpsest.service.gitservice import GitService
 from tests.memory_git.helpers import make_flow
 
 P = "hmem_prop"
@@ -116,8 +117,11 @@ def test_projection_equals_replay(steps: list[Any]) -> None:
                     mine = incremental[parent].snapshot()["memories"]
                     union = incremental[merge.changeset_id].snapshot()["memories"]
                     assert set(mine) <= set(union)
+        # From scratch: a second service over the same store has no cache at all.
+        cold = GitService(git.store, access)
         for head, state in incremental.items():
-            fresh = git.project(P, head)
+            fresh = gitproject.project_head(P, head, cold.load)
             assert fresh.snapshot() == state.snapshot()
+            assert git.project(P, head).snapshot() == state.snapshot()  # cached/incremental
             active = {k for k, m in fresh.memories.items() if m.status == "active"}
             assert active == model_active(gitproject.walk(head, git.load))

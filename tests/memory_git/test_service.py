@@ -250,3 +250,109 @@ def test_unknown_project_and_missing_grant(env: tuple[ReviewFlow, GrantTable]) -
     access.allow("member:reader", P, "read")
     with pytest.raises(Forbidden):
         flow.git.create_branch("member:reader", P, {"ref_name": "refs/agents/reader/x"})
+
+
+def test_forged_cherry_pick_content_is_refused(env: tuple[ReviewFlow, GrantTable]) -> None:
+    from palimpsest.service import mergeauth
+
+    flow, _ = env
+    branch(flow, ALICE, "refs/agents/alice/main")
+    cs = commit(flow, ALICE, "refs/agents/alice/main", "a1", add("safe"), add("also safe"))
+    prop, _ = flow.propose(ALICE, P, {"source_ref": "refs/agents/alice/main",
+                                      "idempotency_key": "p", "selected_ops": [f"{cs}:0"]})
+    flow.review(BOB, prop["proposal_id"], {"verdict": "approve"})
+    honest = flow.authorize(BOB, prop["proposal_id"], {})
+    # The reviewer prepares its own "pick" with other content and signs for it.
+    forged, _ = flow.git.create_changeset(BOB, {
+        "project_id": P, "ref_name": "refs/shared/main", "advance_ref": False,
+        "parent_ids": [honest["expected_head"]], "idempotency_key": "forge",
+        "ops": [{"op_type": "add_memory",
+                 "payload": {"content": "poisoned", "cherrypicked_from": cs}}]})
+    request = mergeauth.MergeRequest(P, "refs/shared/main", honest["expected_head"],
+                                     forged["changeset_id"], prop["proposal_id"], BOB)
+    _, wire = mergeauth.build(request, proposal_digest=prop["proposal_digest"],
+                              merger_principal=BOB, strategy="cherry_pick", ring=flow.ring,
+                              now_ns=flow.git.clock())
+    with pytest.raises(Conflict) as err:
+        flow.merge(BOB, P, {**honest, "new_head": forged["changeset_id"],
+                            "merge_authorization": wire})
+    assert err.value.code == "merge-shape"
+    flow.merge(BOB, P, honest)
+    assert [m["content"] for m in flow.git.context_at(BOB, P, {})["memories"]] == ["safe"]
+
+
+def test_unadvanced_commits_respect_ownership_and_selection_bounds(
+        env: tuple[ReviewFlow, GrantTable]) -> None:
+    flow, _ = env
+    root = branch(flow, ALICE, "refs/agents/alice/main")
+    with pytest.raises(Forbidden):
+        flow.git.create_changeset(BOB, {
+            "project_id": P, "ref_name": "refs/agents/alice/main", "advance_ref": False,
+            "parent_ids": [root], "idempotency_key": "x", "ops": [add("squat")]})
+    cs = commit(flow, ALICE, "refs/agents/alice/main", "a1", add("one"))
+    with pytest.raises(InvalidInput):
+        flow.propose(ALICE, P, {"source_ref": "refs/agents/alice/main",
+                                "idempotency_key": "p", "selected_ops": [f"{cs}:5"]})
+
+
+def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable]) -> None:
+    from palimpsest import canonical
+    from palimpsest.errors import Unavailable
+    from palimpsest.service.gitservice import GitService
+
+    flow, access = env
+    branch(flow, ALICE, "refs/agents/alice/main")
+    cid = commit(flow, ALICE, "refs/agents/alice/main", "c1", add("the truth"))
+    db = flow.git.store.store.connection()
+    doc = flow.git.store.changeset_doc(cid)
+    assert doc is not None
+    doc["ops"][0]["payload"]["content"] = "a quiet rewrite"
+    with flow.git.store.transaction():
+        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+    cold = GitService(flow.git.store, access)  # no cache: reads storage
+    with pytest.raises(Unavailable) as err:
+        cold.get_changeset(ALICE, cid)
+    assert err.value.code == "integrity_failure"
+    with pytest.raises(Unavailable):
+        cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
+
+
+def test_persist_and_retire_conflicts(env: tuple[ReviewFlow, GrantTable]) -> None:
+    flow, _ = env
+    root = branch(flow, ALICE, "refs/agents/alice/main")
+    head = commit(flow, ALICE, "refs/agents/alice/main", "c1",
+                  add("we always ship on Fridays", kind="decision", protected=True))
+    pid = propose_and_approve(flow, ALICE, BOB, "refs/agents/alice/main", "p1")
+    flow.merge(BOB, P, flow.authorize(BOB, pid, {}))
+    branch(flow, CAROL, "refs/agents/carol/main")
+    decision = flow.git.context_at(CAROL, P, {})["memories"][0]["memory_id"]
+    change = commit(flow, CAROL, "refs/agents/carol/main", "c2",
+                    {"op_type": "propose_deprecation", "target_event_id": decision,
+                     "payload": {"reason": "no more Friday ships"}})
+    found = flow.detect(CAROL, P, {"base_changeset_id": head, "left_changeset_id": head,
+                                   "right_changeset_id": change})["conflicts"]
+    assert [c["conflict_type"] for c in found] == ["contradicts_protected_decision"]
+    prop, _ = flow.propose(CAROL, P, {"source_ref": "refs/agents/carol/main",
+                                      "idempotency_key": "p2"})
+
+    def open_kinds() -> list[str]:
+        rows = flow.list_conflicts(BOB, P, "open", 100)["conflicts"]
+        return sorted(c["conflict_type"] for c in rows if c["proposal_id"] == prop["proposal_id"])
+
+    assert open_kinds() == ["contradicts_protected_decision"]  # found when it was opened
+    # conflict ids are deterministic: the detected conflict IS the one the proposal holds
+    assert prop["conflict_ids"] == [found[0]["conflict_id"]]
+    flow.persist_conflicts(BOB, P, {"proposal_id": prop["proposal_id"], "conflicts": found})
+    assert open_kinds() == ["contradicts_protected_decision"]  # persisting again: no copy
+    flow.review(BOB, prop["proposal_id"], {"verdict": "approve"})
+    with pytest.raises(Conflict) as err:
+        flow.authorize(BOB, prop["proposal_id"], {})
+    assert err.value.code == "unresolved-conflicts"
+    with pytest.raises(Forbidden):
+        flow.retire_conflicts(CAROL, P, {"proposal_id": prop["proposal_id"],
+                                         "status": "resolved"})
+    out = flow.retire_conflicts(BOB, P, {"proposal_id": prop["proposal_id"],
+                                         "status": "resolved"})
+    assert out["retired"] == 1 and open_kinds() == []
+    flow.merge(BOB, P, flow.authorize(BOB, prop["proposal_id"], {}))
+    assert flow.git.get_ref(BOB, P, "refs/shared/main")["head_changeset_id"] not in (root, head)

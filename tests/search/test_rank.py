@@ -59,3 +59,23 @@ def test_text_signal_is_named_text() -> None:
     assert [r.why for r in ranked] == [("text",)]
     assert rank.candidate_limit(8) == rank.DEFAULT_CANDIDATES
     assert rank.candidate_limit(50) == 200
+
+
+def test_records_of_one_conversation_support_each_other() -> None:
+    # Five single-word matches in lexical order a..e; c, d and e share a conversation, so
+    # together they outrank the lone b (and the lone best match a keeps its place).
+    threads = {"a": None, "b": None, "c": "s1", "d": "s1", "e": "s1"}
+    cands = [
+        rank.Candidate(k, "", 5.0 - i, analyzed="tea", thread=t)
+        for i, (k, t) in enumerate(threads.items())
+    ]
+    assert [r.key for r in rank.rerank("tea", cands, limit=5)] == ["a", "c", "d", "e", "b"]
+    # Without threads the lexical order stands.
+    plain = [rank.Candidate(c.key, "", c.lexical, analyzed="tea") for c in cands]
+    assert [r.key for r in rank.rerank("tea", plain, limit=5)] == ["a", "b", "c", "d", "e"]
+    # The thread may come from attributes.session_id instead.
+    attrs = [
+        rank.Candidate(c.key, "", c.lexical, attributes={"session_id": c.thread}, analyzed="tea")
+        for c in cands
+    ]
+    assert [r.key for r in rank.rerank("tea", attrs, limit=5)] == ["a", "c", "d", "e", "b"]

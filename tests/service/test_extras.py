@@ -27,7 +27,11 @@ def test_observe_keeps_episodes_and_job(svc: MemoryService, owner: Caller, mem: 
     assert [r["id"] for r in job["data"]] == [r["id"] for r in out["data"]]
     with pytest.raises(NotFound):
         svc.get_job(owner, mem, "hjob_missing")
-    for bad in ({"episodes": []}, {"episodes": "x"}, {}, {"episodes": [{"text": "x"}]}):
+    timed = svc.observe(owner, mem, {"episodes": [{"content": "later", "time": {
+        "valid_from": "2026-03-01T09:00:00Z"}, "attributes": {"session_id": "s1"}}]})
+    assert timed["data"][0]["time"]["valid_from"] == "2026-03-01T09:00:00.000000Z"
+    for bad in ({"episodes": []}, {"episodes": "x"}, {}, {"episodes": [{"text": "x"}]},
+                {"episodes": [{"content": "x", "type": "fact"}]}):
         with pytest.raises(InvalidInput):
             svc.observe(owner, mem, bad)
 

@@ -171,3 +171,22 @@ def test_episode_context_finds_the_reply(svc: MemoryService, owner: Caller) -> N
     svc.erase(owner, chat, {"record_ids": [question]})
     after = svc.recall(owner, chat, {"text": "counseling career", "limit": 5})
     assert after["results"] == []  # the erased words no longer reach the reply either
+
+
+def test_candidates_carry_thread_and_time(svc: MemoryService, owner: Caller) -> None:
+    chat = svc.create_memory(owner, {"name": "chat"})["id"]
+    svc.remember(owner, chat, {"type": "episode", "content": "deploy on friday",
+                               "attributes": {"session_id": "s-1"},
+                               "time": {"valid_from": "2026-05-01T10:00:00Z"}})
+    svc.remember(owner, chat, {"content": "deploy checklist", "attributes": {"session_id": 7}})
+    hits = svc._store.search('"deploy"', [chat], ("active",), None, 10)
+    assert sorted((h.thread or "", h.when is not None) for h in hits) == [("", True),
+                                                                          ("s-1", True)]
+    assert {h.when for h in hits} >= {"2026-05-01T10:00:00.000000Z"}
+
+
+def test_a_word_first_seen_after_a_recall_is_found(svc: MemoryService, owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "fresh"})["id"]
+    assert svc.recall(owner, mid, {"text": "zanzibar"})["results"] == []
+    svc.remember(owner, mid, {"content": "zanzibar trip in May"})
+    assert len(svc.recall(owner, mid, {"text": "zanzibar"})["results"]) == 1

@@ -171,3 +171,15 @@ def test_references_to_unreadable_memories_are_unavailable(svc: MemoryService, o
     # A reviser keeps the edge it cannot read.
     v2 = svc.revise(bob, mem, rec["id"], {"references": []})
     assert v2["references"] == [{"record_id": target["id"], "available": False}]
+
+
+def test_agents_never_erase(svc: MemoryService, owner: Caller, mem: str) -> None:
+    agent = member(svc, "bot", "agent")
+    svc.put_grant(owner, mem, {"principal": f"member:{agent.member.id}",
+                               "privileges": ["read", "write", "create", "delete"]})
+    rec = svc.remember(agent, mem, {"content": "x"})
+    with pytest.raises(Exception) as exc:
+        svc.erase(agent, mem, {"record_ids": [rec["id"]]})
+    assert getattr(exc.value, "code", None) == "memory_forbidden"
+    assert svc.forget(agent, mem, rec["id"])["status"] == "forgotten"
+    assert svc.erase(owner, mem, {"record_ids": [rec["id"]]})["erased"] == [rec["id"]]

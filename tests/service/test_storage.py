@@ -38,6 +38,7 @@ def test_rebuild_reproduces_every_projection(svc: MemoryService, owner: Caller) 
     assert svc.get_memory(owner, mid)["records"] == {"count": 11}
     before = snapshot(svc, owner, mid)
     report = svc.rebuild()
+    assert report["equal"] is True
     assert svc.get_memory(owner, mid)["records"] == {"count": 11}
     assert report["verified"] == 16 and report["records"] == 11 and report["versions"] == 13
     assert snapshot(svc, owner, mid) == before
@@ -163,3 +164,50 @@ def test_kill_9_loses_no_acknowledged_write_and_leaves_no_half(tmp_path: Path) -
         assert ok == "ok"
     finally:
         svc.close()
+
+
+def test_older_data_directory_is_upgraded(tmp_path: Path) -> None:
+    db = sqlite3.connect(tmp_path / "palimpsest.db")
+    db.execute("CREATE TABLE records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
+               "memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, "
+               "status TEXT NOT NULL, written_at TEXT NOT NULL, body_digest TEXT NOT NULL, "
+               "standing INTEGER NOT NULL DEFAULT 0)")
+    db.commit()
+    db.close()
+    svc = MemoryService(tmp_path)
+    try:
+        made = svc.bootstrap_owner()
+        assert made is not None
+        me = svc.caller(made[0].id)
+        mid = svc.create_memory(me, {"name": "m"})["id"]
+        svc.remember(me, mid, {"type": "episode", "content": "after the upgrade",
+                               "attributes": {"session_id": "s"}})
+        assert svc.recall(me, mid, {"text": "upgrade"})["results"]
+    finally:
+        svc.close()
+
+
+def test_rebuild_reports_a_projection_changed_outside_the_service(svc: MemoryService,
+                                                                  owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    svc.remember(owner, mid, {"content": "plain", "attributes": {"standing": False}})
+    assert svc.rebuild()["equal"] is True
+    svc._store._db.execute("UPDATE records SET standing = 1")  # forged outside the service
+    assert svc.prime(owner, mid, 1000)["records"]
+    assert svc.rebuild()["equal"] is False
+    assert svc.prime(owner, mid, 1000)["records"] == []  # the history wins
+
+
+def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryService,
+                                                               owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    # A trigger makes the projection insert fail inside the write, as a full disk would.
+    svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON versions "
+                           "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    with pytest.raises(Unavailable) as exc:
+        svc.remember(owner, mid, {"content": "lost?"})
+    assert exc.value.code == "memory_unavailable"
+    svc._store._db.execute("DROP TRIGGER boom")
+    assert svc.list_changesets(owner, mid)["data"] == []
+    assert svc.list_records(owner, mid)["data"] == []
+    assert svc.remember(owner, mid, {"content": "after"})["version"] == 1

@@ -69,7 +69,12 @@ def test_delete_removes_descendants_and_records(svc: MemoryService, owner: Calle
     a = svc.create_memory(owner, {"name": "a"})
     b = svc.create_memory(owner, {"name": "b", "parent_id": a["id"]})
     rec = svc.remember(owner, b["id"], {"content": "kept below"})
+    f = svc.upload_file(owner, b"%PDF-1.4 bytes", name="c.pdf", media_type="application/pdf")
+    svc.remember(owner, b["id"], {"content": [{"type": "file", "file": {"id": f["id"]}}]})
     out = svc.delete_memory(owner, a["id"])
+    assert not any(p.is_file() for p in (svc._store.data_dir / "files").rglob("*"))
+    left = svc._store._db.execute("SELECT COUNT(*) FROM bodies").fetchone()[0]
+    assert left == 0
     assert out["deleted"] is True and set(out["memories"]) == {a["id"], b["id"]}
     with pytest.raises(NotFound):
         svc.get_memory(owner, b["id"])
@@ -160,3 +165,25 @@ def test_bad_bodies_are_refused(svc: MemoryService, owner: Caller) -> None:
     assert svc.list_memories(owner)["data"] == []
     with pytest.raises(NotFound):
         svc.create_memory(owner, {"name": "x", "parent_id": "hmem_missing"})
+
+
+def test_unseen_parent_is_not_named(svc: MemoryService, owner: Caller) -> None:
+    top = svc.create_memory(owner, {"name": "top"})["id"]
+    below = svc.create_memory(owner, {"name": "below", "parent_id": top})["id"]
+    bob = member(svc, "bob")
+    svc.put_grant(owner, below, {"principal": f"member:{bob.member.id}", "privileges": ["read"]})
+    seen = svc.get_memory(bob, below)
+    assert seen["parent_id"] is None and seen["ancestors"] == []
+    for listing in (svc.list_memories(bob), svc.list_memories(bob, granted=True)):
+        assert top not in str(listing)
+    assert svc.get_memory(owner, below)["parent_id"] == top
+
+
+def test_delete_replay_returns_the_first_answer(svc: MemoryService, owner: Caller) -> None:
+    a = svc.create_memory(owner, {"name": "a"})["id"]
+    first = svc.delete_memory(owner, a, idempotency_key="del-1")
+    assert svc.delete_memory(owner, a, idempotency_key="del-1") == first
+    with pytest.raises(NotFound):
+        svc.delete_memory(owner, a, idempotency_key="del-2")
+    with pytest.raises(NotFound):
+        svc.delete_memory(member(svc, "eve"), a, idempotency_key="del-1")

@@ -41,13 +41,21 @@ CODES: dict[str, Mapping] = {
     "invalid_credential": Mapping(401, "authentication_error"),
     # Vendor codes are vendor-prefixed (§11).
     "x.pal.request_too_large": Mapping(413, "invalid_request_error"),
+    "x.pal.request_timeout": Mapping(408, "invalid_request_error"),
     "x.pal.route_not_found": Mapping(404, "invalid_request_error"),
     "x.pal.method_not_allowed": Mapping(405, "invalid_request_error"),
     "x.pal.host_not_allowed": Mapping(421, "invalid_request_error"),
     "x.pal.origin_not_allowed": Mapping(403, "permission_error"),
     "x.pal.unsupported_media_type": Mapping(415, "invalid_request_error"),
     "x.pal.conflict": Mapping(409, "invalid_request_error"),
+    "x.pal.idempotency_mismatch": Mapping(409, "invalid_request_error"),
     "x.pal.internal": Mapping(500, "server_error"),
+}
+
+# Service codes outside the chapter, under their vendor-prefixed wire names.
+_RENAMED = {
+    "idempotency_mismatch": "x.pal.idempotency_mismatch",
+    "cas_mismatch": "x.pal.conflict",
 }
 
 # Fallback by class when the service raised a code this edge does not know.
@@ -89,11 +97,13 @@ class ApiError:
 
 def from_pal_error(exc: PalError) -> ApiError:
     """Translate a service error into its envelope, by code first and class second."""
-    code = exc.code if exc.code in CODES else _code_for_class(exc)
+    code = _RENAMED.get(exc.code, exc.code)
+    if code not in CODES:
+        code = _code_for_class(exc)
     message = exc.message if not exc.hint else f"{exc.message}; {exc.hint}"
     param = getattr(exc, "param", None)
     detail = getattr(exc, "detail", None)
-    if code == "x.pal.conflict" and exc.code not in CODES:
+    if code == "x.pal.conflict" and exc.code not in CODES and exc.code not in _RENAMED:
         # Keep the service's own conflict reason (idempotency mismatch, lost CAS) visible.
         detail = {"reason": exc.code}
     return ApiError(

@@ -11,7 +11,8 @@ envelope when it refuses:
    cookie or ambient authentication.
 3. **Size** (security-tests.md A2): a declared ``Content-Length`` over the cap is refused before a
    byte is read; a body that grows past the cap while streaming is refused as soon as it does,
-   so the body is never buffered beyond the cap → 413.
+   so the body is never buffered beyond the cap → 413; a body that drips in slower than the
+   read deadline is cut off → 408.
 4. **Strict JSON**: a JSON body is decoded by :func:`palimpsest.canonical.decode` (no duplicate
    keys, NaN, lone surrogates, BOM, runaway nesting) before FastAPI's lenient parser sees it →
    422 ``memory_invalid``.
@@ -22,6 +23,7 @@ credentials are checked by the ``authenticate`` callable it is given.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ class Limits:
     file_body_bytes: int = MAX_FILE_BYTES  # one uploaded file (POST /v1/files): the provider's cap
     idempotency_key_chars: int = 255
     header_token_chars: int = 512
+    body_read_seconds: float = 30.0  # a slow-drip body is cut off after this (408)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +96,14 @@ class Guard:
             return
         is_file = scope.get("path", "") in self.config.file_paths
         cap = self.config.limits.file_body_bytes if is_file else self.config.limits.json_body_bytes
-        body_or_error = await _read_body(headers, receive, cap)
+        try:
+            async with asyncio.timeout(self.config.limits.body_read_seconds):
+                body_or_error = await _read_body(headers, receive, cap)
+        except TimeoutError:
+            body_or_error = ApiError(
+                "x.pal.request_timeout",
+                f"the request body did not arrive within "
+                f"{self.config.limits.body_read_seconds:g} seconds")
         if isinstance(body_or_error, ApiError):
             await send_error(body_or_error, send)
             return

@@ -25,20 +25,54 @@ from fastapi.responses import Response
 
 from palimpsest import canonical
 from palimpsest.api.guard import PRINCIPAL_KEY
+from palimpsest.api.params import IdempotencyKey
 from palimpsest.api.runtime import json_response
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitreview import ReviewedWrites
 from palimpsest.service.gitsetup import open_flow
 
-router = APIRouter(prefix="/api/memory", tags=["memory-git"])
+_LETHE_ERROR: dict[str, Any] = {
+    "description": "Lethe error body",
+    "content": {
+        "application/json": {
+            "schema": {
+                "type": "object",
+                "required": ["error", "message"],
+                "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+            }
+        }
+    },
+}
+# 401 (guard) and 413/415/421/422 (guard, parameter validation) use the shared envelope.
+_SHARED_ERROR: dict[str, Any] = {
+    "description": "error envelope",
+    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+}
+router = APIRouter(
+    prefix="/api/memory",
+    tags=["memory-git"],
+    responses={
+        **{status: _LETHE_ERROR for status in (400, 403, 404, 409, 503)},
+        **{status: _SHARED_ERROR for status in (401, 413, 415, 421, 422)},
+    },
+)
 MAX_BODY = 1 << 20
 _STATUS: tuple[tuple[type[PalError], int], ...] = (
-    (InvalidInput, 400), (Forbidden, 403), (NotFound, 404), (Conflict, 409), (Unavailable, 503),
+    (InvalidInput, 400),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unavailable, 503),
 )
 _OBJECT_BODY: dict[str, Any] = {
-    "requestBody": {"required": True, "content": {"application/json": {
-        "schema": {"type": "object", "additionalProperties": True}}}}}
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"type": "object", "additionalProperties": True}}
+        },
+    }
+}
 
 
 def install(app: FastAPI, svc: Any, *, flow: ReviewFlow | None = None) -> None:
@@ -70,31 +104,51 @@ async def _body(request: Request) -> dict[str, Any]:
     raw = await request.body()
     if not raw:
         return {}
-    value = canonical.decode(raw, max_bytes=MAX_BODY, allow_floats=True,
-                             trailing_whitespace=True)
+    value = canonical.decode(raw, max_bytes=MAX_BODY, allow_floats=True, trailing_whitespace=True)
     if not isinstance(value, dict):
         raise InvalidInput("the request body must be a JSON object", code="invalid-body")
     return value
 
 
-async def _run(request: Request, fn: Callable[..., Any], *args: Any,
-               status: int = 200, body: bool = False) -> Response:
-    """Decode, call ``fn(principal, *args[, body])`` off the event loop, encode."""
+async def _run(
+    request: Request,
+    fn: Callable[..., Any],
+    *args: Any,
+    status: int = 200,
+    body: bool = False,
+    key: str | None = None,
+) -> Response:
+    """Decode, call ``fn(principal, *args[, body])`` off the event loop, encode.
+
+    With an ``Idempotency-Key`` the call and its stored answer commit together; a replay
+    returns the first status and body.
+    """
     try:
-        call_args = [_principal(request), *args]
-        if body:
-            call_args.append(await _body(request))
+        principal = _principal(request)
+        payload = await _body(request) if body else None
+        call_args = [principal, *args] + ([payload] if body else [])
+
+        def call() -> dict[str, Any]:
+            result = fn(*call_args)
+            if isinstance(result, tuple):  # (document, created) from idempotent creators
+                doc, created = result
+                return {"status": status if created else 200, "body": doc}
+            return {"status": status, "body": result}
+
+        def guarded() -> dict[str, Any]:
+            if key is None:
+                return call()
+            scope = f"memory-git {request.method} {request.url.path}"
+            return _flow(request).idempotent(principal, scope, key, payload, call)
+
         runner = getattr(request.app.state, "runner", None)
         if runner is not None:
-            result = await runner.run(fn, *call_args)
+            out = await runner.run(guarded)
         else:
-            result = await run_in_threadpool(fn, *call_args)
+            out = await run_in_threadpool(guarded)
     except PalError as exc:
         return lethe_error(exc)
-    if isinstance(result, tuple):  # (document, created) from idempotent creators
-        doc, created = result
-        return json_response(doc, status if created else 200)
-    return json_response(result, status)
+    return json_response(out["body"], out["status"])
 
 
 def _flow(request: Request) -> ReviewFlow:
@@ -115,17 +169,31 @@ async def projects(request: Request) -> Response:
     return await _run(request, lambda p: {"projects": git.list_projects(p)})
 
 
-@router.post("/{project}/legacy-root", summary="Create the root and refs/shared/main",
-             openapi_extra=_OBJECT_BODY)
-async def legacy_root(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).git.init, project, status=201)
+@router.post(
+    "/{project}/legacy-root",
+    summary="Create the root and refs/shared/main",
+    openapi_extra=_OBJECT_BODY,
+)
+async def legacy_root(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(request, _flow(request).git.init, project, status=201, key=idempotency_key)
 
 
-@router.post("/{project}/branches", summary="Create an owned ref at a head",
-             openapi_extra=_OBJECT_BODY)
-async def branches(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).git.create_branch, project, status=201,
-                      body=True)
+@router.post(
+    "/{project}/branches", summary="Create an owned ref at a head", openapi_extra=_OBJECT_BODY
+)
+async def branches(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request,
+        _flow(request).git.create_branch,
+        project,
+        status=201,
+        body=True,
+        key=idempotency_key,
+    )
 
 
 @router.get("/{project}/refs", summary="Every ref of the project")
@@ -138,28 +206,42 @@ async def resolve(request: Request, project: str, name: str) -> Response:
     return await _run(request, _flow(request).git.get_ref, project, _ref(name))
 
 
-@router.post("/{project}/refs/advance", summary="CAS-advance an owned unprotected ref",
-             openapi_extra=_OBJECT_BODY)
-async def advance(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).git.advance_ref, project, body=True)
+@router.post(
+    "/{project}/refs/advance",
+    summary="CAS-advance an owned unprotected ref",
+    openapi_extra=_OBJECT_BODY,
+)
+async def advance(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).git.advance_ref, project, body=True, key=idempotency_key
+    )
 
 
-@router.post("/{project}/refs/merge",
-             summary="Advance a protected ref with a memory-git-merge/v2 authorization",
-             openapi_extra=_OBJECT_BODY)
-async def merge(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).merge, project, body=True)
+@router.post(
+    "/{project}/refs/merge",
+    summary="Advance a protected ref with a memory-git-merge/v2 authorization",
+    openapi_extra=_OBJECT_BODY,
+)
+async def merge(request: Request, project: str, idempotency_key: IdempotencyKey = None) -> Response:
+    return await _run(request, _flow(request).merge, project, body=True, key=idempotency_key)
 
 
-@router.post("/{project}/refs/{ref:path}/advance", summary="CAS-advance the named ref",
-             openapi_extra=_OBJECT_BODY)
-async def advance_named(request: Request, project: str, ref: str) -> Response:
+@router.post(
+    "/{project}/refs/{ref:path}/advance",
+    summary="CAS-advance the named ref",
+    openapi_extra=_OBJECT_BODY,
+)
+async def advance_named(
+    request: Request, project: str, ref: str, idempotency_key: IdempotencyKey = None
+) -> Response:
     git = _flow(request).git
 
     def call(principal: str, body: dict[str, Any]) -> Any:
         return git.advance_ref(principal, project, {**body, "ref_name": _ref(ref)})
 
-    return await _run(request, call, body=True)
+    return await _run(request, call, body=True, key=idempotency_key)
 
 
 @router.get("/{project}/refs/{ref:path}", summary="One ref")
@@ -168,10 +250,13 @@ async def get_ref(request: Request, project: str, ref: str) -> Response:
 
 
 # --- changesets ---------------------------------------------------------------------------
-@router.post("/changesets", summary="Create a changeset (CAS + idempotency key)",
-             openapi_extra=_OBJECT_BODY)
-async def create_changeset(request: Request) -> Response:
-    return await _run(request, _flow(request).git.create_changeset, status=201, body=True)
+@router.post(
+    "/changesets", summary="Create a changeset (CAS + idempotency key)", openapi_extra=_OBJECT_BODY
+)
+async def create_changeset(request: Request, idempotency_key: IdempotencyKey = None) -> Response:
+    return await _run(
+        request, _flow(request).git.create_changeset, status=201, body=True, key=idempotency_key
+    )
 
 
 @router.get("/changesets/{changeset_id}", summary="One changeset (integrity verified)")
@@ -179,32 +264,51 @@ async def get_changeset(request: Request, changeset_id: str) -> Response:
     return await _run(request, _flow(request).git.get_changeset, changeset_id)
 
 
-@router.post("/changesets/{changeset_id}/diff", summary="Semantic diff against a base",
-             openapi_extra=_OBJECT_BODY)
-async def diff(request: Request, changeset_id: str) -> Response:
-    return await _run(request, _flow(request).diff, changeset_id, body=True)
+@router.post(
+    "/changesets/{changeset_id}/diff",
+    summary="Semantic diff against a base",
+    openapi_extra=_OBJECT_BODY,
+)
+async def diff(
+    request: Request, changeset_id: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(request, _flow(request).diff, changeset_id, body=True, key=idempotency_key)
 
 
 @router.get("/{project}/changesets", summary="Log of a ref, newest first")
-async def log(request: Request, project: str, ref: str = "refs/shared/main",
-              limit: int = 20) -> Response:
+async def log(
+    request: Request, project: str, ref: str = "refs/shared/main", limit: int = 20
+) -> Response:
     return await _run(request, _flow(request).git.log, project, _ref(ref), limit)
 
 
 # --- context, manifests, conflicts ----------------------------------------------------------
 @router.get("/{project}/context", summary="memory-context/v1 projection at a head")
-async def context_get(request: Request, project: str, *, ref: str = "refs/shared/main",
-                      head: str | None = None, query: str = "",
-                      limit: int | None = None) -> Response:
+async def context_get(
+    request: Request,
+    project: str,
+    *,
+    ref: str = "refs/shared/main",
+    head: str | None = None,
+    query: str = "",
+    limit: int | None = None,
+) -> Response:
     body = {"ref_name": _ref(ref), "head_changeset_id": head, "query": query, "limit": limit}
     git = _flow(request).git
     return await _run(request, lambda p: git.context_at(p, project, body))
 
 
-@router.post("/{project}/context", summary="Projection, optionally pinned in a manifest",
-             openapi_extra=_OBJECT_BODY)
-async def context_post(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).git.context_at, project, body=True)
+@router.post(
+    "/{project}/context",
+    summary="Projection, optionally pinned in a manifest",
+    openapi_extra=_OBJECT_BODY,
+)
+async def context_post(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).git.context_at, project, body=True, key=idempotency_key
+    )
 
 
 @router.get("/manifests/{manifest_id}", summary="A context manifest")
@@ -212,30 +316,80 @@ async def manifest(request: Request, manifest_id: str) -> Response:
     return await _run(request, _flow(request).git.get_manifest, manifest_id)
 
 
-@router.post("/{project}/conflicts/detect", summary="Detect conflicts; writes nothing",
-             openapi_extra=_OBJECT_BODY)
-async def detect(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).detect, project, body=True)
+@router.post(
+    "/{project}/conflicts/detect",
+    summary="Detect conflicts; writes nothing",
+    openapi_extra=_OBJECT_BODY,
+)
+async def detect(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(request, _flow(request).detect, project, body=True, key=idempotency_key)
 
 
 @router.get("/{project}/conflicts", summary="Persisted conflicts")
-async def conflicts(request: Request, project: str, status: str | None = None,
-                    limit: int = 100) -> Response:
+async def conflicts(
+    request: Request, project: str, status: str | None = None, limit: int = 100
+) -> Response:
     return await _run(request, _flow(request).list_conflicts, project, status, limit)
 
 
-@router.post("/{project}/conflicts/{conflict_id}/resolve", summary="Resolve a conflict",
-             openapi_extra=_OBJECT_BODY)
-async def resolve_conflict(request: Request, project: str, conflict_id: str) -> Response:
-    return await _run(request, _flow(request).resolve_conflict, project, conflict_id,
-                      body=True)
+@router.post(
+    "/{project}/conflicts/{conflict_id}/resolve",
+    summary="Resolve a conflict",
+    openapi_extra=_OBJECT_BODY,
+)
+async def resolve_conflict(
+    request: Request, project: str, conflict_id: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request,
+        _flow(request).resolve_conflict,
+        project,
+        conflict_id,
+        body=True,
+        key=idempotency_key,
+    )
+
+
+@router.post(
+    "/{project}/conflicts/persist",
+    summary="Attach detected conflicts to an open proposal",
+    openapi_extra=_OBJECT_BODY,
+)
+async def persist_conflicts(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).persist_conflicts, project, body=True, key=idempotency_key
+    )
+
+
+@router.post(
+    "/{project}/conflicts/retire",
+    summary="Close a proposal's open conflicts with a status",
+    openapi_extra=_OBJECT_BODY,
+)
+async def retire_conflicts(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).retire_conflicts, project, body=True, key=idempotency_key
+    )
 
 
 # --- proposals and reviews (the gateway side) --------------------------------------------------
-@router.post("/{project}/proposals", summary="Propose merging your owned ref (pinned head)",
-             openapi_extra=_OBJECT_BODY)
-async def propose(request: Request, project: str) -> Response:
-    return await _run(request, _flow(request).propose, project, status=201, body=True)
+@router.post(
+    "/{project}/proposals",
+    summary="Propose merging your owned ref (pinned head)",
+    openapi_extra=_OBJECT_BODY,
+)
+async def propose(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).propose, project, status=201, body=True, key=idempotency_key
+    )
 
 
 @router.get("/{project}/proposals", summary="Proposals, newest first")
@@ -248,22 +402,37 @@ async def get_proposal(request: Request, proposal_id: str) -> Response:
     return await _run(request, _flow(request).get_proposal, proposal_id)
 
 
-@router.post("/proposals/{proposal_id}/reviews", summary="Independent review verdict",
-             openapi_extra=_OBJECT_BODY)
-async def review(request: Request, proposal_id: str) -> Response:
-    return await _run(request, _flow(request).review, proposal_id, status=201, body=True)
+@router.post(
+    "/proposals/{proposal_id}/reviews",
+    summary="Independent review verdict",
+    openapi_extra=_OBJECT_BODY,
+)
+async def review(
+    request: Request, proposal_id: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).review, proposal_id, status=201, body=True, key=idempotency_key
+    )
 
 
 @router.post("/proposals/{proposal_id}/cancel", summary="Cancel your own proposal")
-async def cancel(request: Request, proposal_id: str) -> Response:
-    return await _run(request, _flow(request).cancel, proposal_id)
+async def cancel(
+    request: Request, proposal_id: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(request, _flow(request).cancel, proposal_id, key=idempotency_key)
 
 
-@router.post("/proposals/{proposal_id}/authorize",
-             summary="Sign a merge authorization for an approving reviewer",
-             openapi_extra=_OBJECT_BODY)
-async def authorize(request: Request, proposal_id: str) -> Response:
-    return await _run(request, _flow(request).authorize, proposal_id, body=True)
+@router.post(
+    "/proposals/{proposal_id}/authorize",
+    summary="Sign a merge authorization for an approving reviewer",
+    openapi_extra=_OBJECT_BODY,
+)
+async def authorize(
+    request: Request, proposal_id: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request, _flow(request).authorize, proposal_id, body=True, key=idempotency_key
+    )
 
 
 # --- reviewed memories (project extension) ------------------------------------------------------
@@ -272,23 +441,40 @@ async def settings(request: Request, project: str) -> Response:
     return await _run(request, ReviewedWrites(_flow(request)).settings, project)
 
 
-@router.put("/{project}/settings", summary="Require review for agents' writes (extension)",
-            openapi_extra=_OBJECT_BODY)
-async def put_settings(request: Request, project: str) -> Response:
-    return await _run(request, ReviewedWrites(_flow(request)).put_settings, project, body=True)
+@router.put(
+    "/{project}/settings",
+    summary="Require review for agents' writes (extension)",
+    openapi_extra=_OBJECT_BODY,
+)
+async def put_settings(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
+    return await _run(
+        request,
+        ReviewedWrites(_flow(request)).put_settings,
+        project,
+        body=True,
+        key=idempotency_key,
+    )
 
 
-@router.post("/{project}/records",
-             summary="A write into a reviewed memory: lands on your ref, opens a proposal",
-             openapi_extra=_OBJECT_BODY)
-async def reviewed_write(request: Request, project: str) -> Response:
+@router.post(
+    "/{project}/records",
+    summary="A write into a reviewed memory: lands on your ref, opens a proposal",
+    openapi_extra=_OBJECT_BODY,
+)
+async def reviewed_write(
+    request: Request, project: str, idempotency_key: IdempotencyKey = None
+) -> Response:
     gate = ReviewedWrites(_flow(request))
-    key = request.headers.get("idempotency-key") or ""
-    if not key or len(key) > 255:
-        return lethe_error(InvalidInput("a reviewed write needs an Idempotency-Key header "
-                                        "(at most 255 characters)", code="missing-field"))
+    if idempotency_key is None:
+        return lethe_error(
+            InvalidInput("a reviewed write needs an Idempotency-Key header", code="missing-field")
+        )
+    key = idempotency_key
 
     def call(principal: str, body: dict[str, Any]) -> Any:
+        # The gate keeps its own per-key replay (same write → same answer, else 409).
         return gate.write(principal, project, body, idempotency_key=key)
 
     return await _run(request, call, status=202, body=True)

@@ -26,6 +26,7 @@ from palimpsest.api.params import (
 )
 from palimpsest.api.routes_memories import ok
 from palimpsest.api.runtime import json_response
+from palimpsest.api.schemas import ref
 
 router = APIRouter()
 
@@ -35,14 +36,19 @@ _MEDIA_TYPE = re.compile(f"{_RFC6838_NAME}/{_RFC6838_NAME}")
 _FILENAME_FALLBACK = re.compile(r"[^A-Za-z0-9._-]")
 
 
-@router.post("/v1/memories/{memory_id}/records", tags=["records"], responses=ok("Record"),
+@router.post("/v1/memories/{memory_id}/records", tags=["records"],
+             responses={**ok("Record"), 202: {
+                 "description": "the memory requires review: the write went to the caller's "
+                                "own ref and a proposal was opened (Memory Git)",
+                 "content": {"application/json": {"schema": ref("PendingReview")}}}},
              response_class=Response)
 async def remember(memory_id: MemoryId, body: wire.Remember, ctx: Context,
                    idempotency_key: IdempotencyKey = None) -> Response:
     """State a record; ``written_by`` is stamped from the credential."""
-    return json_response(await ctx.run.run(
-        ctx.svc.remember, ctx.caller, memory_id, wire.dump(body),
-        idempotency_key=idempotency_key))
+    doc = await ctx.run.run(ctx.svc.remember, ctx.caller, memory_id, wire.dump(body),
+                            idempotency_key=idempotency_key)
+    # A reviewed memory answers an agent's write with a pending proposal (docs/memory-git.md).
+    return json_response(doc, 202 if doc.get("object") == "memory.pending_review" else 200)
 
 
 @router.get("/v1/memories/{memory_id}/records", tags=["records"], responses=ok("RecordList"),

@@ -210,6 +210,8 @@ class Recall(Strict):
     include: Literal["active", "all"] | None = None
     depth: Annotated[int, Field(ge=0, le=1000)] | None = None
     limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
+    # Extension (docs/memory-git.md): also return the caller's own memory pending review.
+    include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
 
 
 class Graph(Strict):
@@ -231,7 +233,9 @@ class QueryDefine(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     requires: Literal["read", "write"] = "read"
     language: Annotated[str, StringConstraints(min_length=1, max_length=100)]
-    body: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+    # language "recall": a recall request whose "$name" strings are replaced by params;
+    # a textual language would carry its statement as a string.
+    body: dict[str, Any] | Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
 
 
 class QueryRun(Strict):

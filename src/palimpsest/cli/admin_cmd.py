@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from palimpsest import canonical
-from palimpsest.cli.serve_cmd import default_data_dir
+from palimpsest.cli.datadir import default_data_dir
 from palimpsest.errors import InvalidInput, NotFound
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text

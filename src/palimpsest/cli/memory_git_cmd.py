@@ -311,6 +311,36 @@ def diff(ctx: click.Context, changeset_id: str, base: str | None) -> None:
 
 
 @command.command()
+@click.argument("proposal_id")
+@click.pass_context
+def proposal(ctx: click.Context, proposal_id: str) -> None:
+    """One proposal with its reviews."""
+    doc = _client(ctx).call("GET", f"/proposals/{proposal_id}")
+    lines = [f"{doc['proposal_id']}  {doc['status']}  {doc['source_ref']} -> "
+             f"{doc['target_ref']}  by {doc['originator_principal']}",
+             f"pinned head {doc['head_changeset_id']}, digest {doc['proposal_digest']}"]
+    lines += [f"  {r['verdict']} by {r['reviewer_principal']}: {safe_line(r['comment'])}"
+              for r in doc["reviews"]]
+    _emit(ctx, doc, "\n".join(lines))
+
+
+@command.command()
+@click.argument("project")
+@click.option("--review-required/--no-review-required", default=None,
+              help="Turn review of agents' writes on or off (needs delete on the memory).")
+@click.pass_context
+def settings(ctx: click.Context, project: str, review_required: bool | None) -> None:
+    """Show or change whether PROJECT takes agents' writes as proposals."""
+    client = _client(ctx)
+    if review_required is None:
+        doc = client.call("GET", f"/{project}/settings")
+    else:
+        doc = client.call("PUT", f"/{project}/settings", {"review_required": review_required})
+    _emit(ctx, doc, f"review_required: {str(doc['review_required']).lower()} "
+                    f"(for {', '.join(doc['reviewed_types'])})")
+
+
+@command.command()
 @click.pass_context
 def keygen(ctx: click.Context) -> None:
     """Print a fresh 32-byte merge key for PAL_MERGE_HMAC_KEYS (local, no server needed)."""

@@ -12,8 +12,6 @@ With ``--json`` the command prints one JSON line once the socket is listening â€
 
 from __future__ import annotations
 
-import ipaddress
-import os
 import signal
 import socket
 import sys
@@ -26,31 +24,15 @@ import uvicorn
 from palimpsest import canonical
 from palimpsest.api.app import ApiConfig, create_app
 from palimpsest.api.guard import LOOPBACK_HOSTS, GuardConfig
+from palimpsest.cli.datadir import default_data_dir, is_loopback
 from palimpsest.errors import InvalidInput
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text
 
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "command", "default_data_dir", "is_loopback"]
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-
-
-def default_data_dir() -> Path:
-    """``$PAL_DATA_DIR``, else ``$XDG_DATA_HOME/palimpsest/service`` (``~/.local/share``)."""
-    explicit = os.environ.get("PAL_DATA_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "palimpsest" / "service"
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback IP literals; names are not resolved."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -113,23 +95,23 @@ def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple
         hosts = (LOOPBACK_HOSTS if loopback else ()) + tuple(h.lower() for h in allowed_hosts)
         config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
         app = create_app(svc, config)
-        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
-                  as_json=as_json)
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=log_level, access_log=log_level == "info", lifespan="on",
             server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
         # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
-        # to whatever handler was installed before it: make that a no-op, so the process
-        # goes on to close the store and exits 0 instead of dying by the signal.
+        # to whatever handler was installed before it. Ours only asks the server to stop: a
+        # signal that arrives before uvicorn installs its own handlers still stops it, and the
+        # re-raised one lets the process close the store and exit 0 instead of dying by it.
+        def stop(signum: int, frame: object) -> None:
+            server.should_exit = True
+
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, _stopped)
+            signal.signal(sig, stop)
+        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
+                  as_json=as_json)
         server.run(sockets=[sock])
     finally:
         svc.close()
-
-
-def _stopped(signum: int, frame: object) -> None:
-    """Handler left in place after uvicorn's graceful shutdown (see :func:`command`)."""
 
 
 def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[str, Any] | None,

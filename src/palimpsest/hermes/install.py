@@ -58,26 +58,32 @@ class Paths:
 
     @property
     def plugin_dir(self) -> Path:
+        """``plugins/palimpsest``: the copied provider and its ``connection.json``."""
         return self.home / "plugins" / PLUGIN_NAME
 
     @property
     def state_dir(self) -> Path:
+        """``.palimpsest``: the credential and the journal (0700)."""
         return self.home / ".palimpsest"
 
     @property
     def credential(self) -> Path:
+        """The agent's credential file (0600)."""
         return self.state_dir / "agent-credential"
 
     @property
     def journal(self) -> Path:
+        """What the installation changed and what was there before."""
         return self.state_dir / "install-journal.json"
 
     @property
     def skill(self) -> Path:
+        """The recall skill."""
         return self.home / "skills" / SKILL_NAME / "SKILL.md"
 
     @property
     def config(self) -> Path:
+        """Hermes' ``config.yaml``."""
         return self.home / "config.yaml"
 
 

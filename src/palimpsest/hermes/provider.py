@@ -387,12 +387,14 @@ class PalimpsestMemoryProvider(_Base):
         """Nothing outside ``HERMES_HOME`` needs backing up."""
         return []
 
-    def wait_idle(self, timeout: float = SHUTDOWN_WAIT_SECONDS) -> None:
-        """Wait for background recall and capture threads (used by shutdown and tests)."""
+    def wait_idle(self, timeout: float = SHUTDOWN_WAIT_SECONDS) -> bool:
+        """Wait for background recall and capture threads (used by shutdown and tests);
+        ``True`` when all of them finished."""
         with self._lock:
             threads = list(self._threads)
         for thread in threads:
             thread.join(timeout)
+        return not any(thread.is_alive() for thread in threads)
 
     def shutdown(self) -> None:
         """Let background work finish (bounded); daemon threads never hold Hermes open."""

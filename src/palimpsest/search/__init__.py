@@ -10,6 +10,8 @@ this package opens a database, reads files or touches the network.
   expression from user text that is literal by default and can never inject FTS5 syntax.
 - :mod:`palimpsest.search.fusion` fuses several ranked signals (weighted reciprocal rank
   fusion with deterministic tie-breaks).
+- :mod:`palimpsest.search.rank` orders the FTS5 candidates of a recall: BM25 fused with how
+  much of the question each record covers.
 - :mod:`palimpsest.search.regex` compiles RE2 patterns for ``pal memory grep`` under byte,
   expansion-estimate, compiled-program and work limits.
 """

@@ -59,26 +59,35 @@ class Fused:
     signals: tuple[str, ...]
 
 
-@dataclass(slots=True)
 class _Acc:
-    parts: list[float] = field(default_factory=list)
-    best_rank: int = 1 << 30
-    names: list[str] = field(default_factory=list)
+    """Per-key accumulators, kept in plain dicts (this runs for hundreds of keys per recall)."""
 
-    @property
-    def score(self) -> float:
-        # Summed in sorted order so the total never depends on the order of the signals.
-        return sum(sorted(self.parts))
+    __slots__ = ("best", "names", "parts")
 
+    def __init__(self) -> None:
+        self.parts: dict[str, list[float]] = {}
+        self.best: dict[str, int] = {}
+        self.names: dict[str, list[str]] = {}
 
-def _finish(acc: dict[str, _Acc], limit: int | None) -> list[Fused]:
-    totals = {key: a.score for key, a in acc.items()}
-    order = sorted(
-        acc.items(), key=lambda kv: (-totals[kv[0]], kv[1].best_rank, -len(kv[1].names), kv[0])
-    )
-    if limit is not None:
-        order = order[: max(limit, 0)]
-    return [Fused(key, totals[key], tuple(a.names)) for key, a in order]
+    def add(self, key: str, value: float, rank: int, name: str) -> None:
+        parts = self.parts.get(key)
+        if parts is None:
+            self.parts[key] = [value]
+            self.best[key] = rank
+            self.names[key] = [name]
+            return
+        parts.append(value)
+        self.names[key].append(name)
+        self.best[key] = min(self.best[key], rank)
+
+    def finish(self, limit: int | None) -> list[Fused]:
+        # Summed in sorted order so a total never depends on the order of the signals.
+        totals = {k: (p[0] if len(p) == 1 else sum(sorted(p))) for k, p in self.parts.items()}
+        best, names = self.best, self.names
+        order = sorted(totals, key=lambda k: (-totals[k], best[k], -len(names[k]), k))
+        if limit is not None:
+            order = order[: max(limit, 0)]
+        return [Fused(k, totals[k], tuple(names[k])) for k in order]
 
 
 def reciprocal_rank_fusion(
@@ -91,14 +100,12 @@ def reciprocal_rank_fusion(
     """
     if k < 0:
         raise InvalidInput("RRF k must be ≥ 0")
-    acc: dict[str, _Acc] = {}
+    acc = _Acc()
     for signal in signals:
+        weight, name = signal.weight, signal.name
         for index, key in enumerate(signal.keys):
-            entry = acc.setdefault(key, _Acc())
-            entry.parts.append(signal.weight / (k + index + 1))
-            entry.best_rank = min(entry.best_rank, index + 1)
-            entry.names.append(signal.name)
-    return _finish(acc, limit)
+            acc.add(key, weight / (k + index + 1), index + 1, name)
+    return acc.finish(limit)
 
 
 def _normalised(scores: tuple[float, ...]) -> list[float]:
@@ -115,7 +122,7 @@ def score_fusion(signals: Sequence[Signal], *, limit: int | None = None) -> list
     Every signal must carry ``scores``; a signal whose scores are all equal gives each of its
     keys 1.0.
     """
-    acc: dict[str, _Acc] = {}
+    acc = _Acc()
     for signal in signals:
         if signal.keys and not signal.scores:
             raise InvalidInput(f"signal {signal.name}: score fusion needs scores")
@@ -123,11 +130,8 @@ def score_fusion(signals: Sequence[Signal], *, limit: int | None = None) -> list
             continue
         normalised = _normalised(signal.scores)
         for index, (key, value) in enumerate(zip(signal.keys, normalised, strict=True)):
-            entry = acc.setdefault(key, _Acc())
-            entry.parts.append(signal.weight * value)
-            entry.best_rank = min(entry.best_rank, index + 1)
-            entry.names.append(signal.name)
-    return _finish(acc, limit)
+            acc.add(key, signal.weight * value, index + 1, signal.name)
+    return acc.finish(limit)
 
 
 __all__ = ["DEFAULT_RRF_K", "Fused", "Signal", "reciprocal_rank_fusion", "score_fusion"]

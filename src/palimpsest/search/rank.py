@@ -1,13 +1,20 @@
-"""The final ranking of recall: FTS5 candidates in, ordered results with ``why`` out.
+"""The final ranking of recall: FTS5 candidates in, ordered results out.
 
 The service's storage layer runs the MATCH (see :mod:`palimpsest.search.fts`) and hands the
-top candidates here, each with its raw text and FTS5 ``bm25()`` score. This module re-scores
-them with what BM25 alone misses and fuses the signals:
+top candidates here, each with its stored analysed text and FTS5 ``bm25()`` score. This module
+adds what BM25 alone misses:
 
-- ``text``: FTS5 BM25 (per the storage layer's column weights);
-- ``query``: the same candidates re-scored on the query's analysed terms with coverage
-  (how many distinct query terms a record holds) and proximity (terms close together), which
-  favours a record that answers the whole question over one that repeats one word.
+1. BM25 order (the record's own words, plus an episode's context column; storage weights);
+2. coverage: the rarity-weighted share of the question's distinct terms a record holds, which
+   favours a record that answers the whole question over one that repeats one word;
+3. the two orders are fused by reciprocal rank fusion (:mod:`palimpsest.search.fusion`);
+4. episodes of one conversation (``Candidate.thread``) then support each other: a session
+   with several matching turns rises above a lone match.
+
+Weights were tuned on the development halves of LoCoMo and LongMemEval_S only
+(bench/quality.py; docs/benchmarks.md). Tried and left out: a term-proximity signal (lowered
+LoCoMo turn recall), propagating a turn's score to the next turn at query time (the context
+column does it better).
 
 Pure: no SQL, no clock, no I/O.
 """
@@ -40,6 +47,9 @@ class Candidate:
     attributes: Mapping[str, Any] = field(default_factory=dict)
     analyzed: str | None = None
     """The stored FTS text (:func:`palimpsest.search.fts.document_text`); saves re-analysis."""
+    thread: str | None = None
+    """The conversation the record belongs to (an episode's ``attributes.session_id``, as the
+    Hermes provider writes it); ``None`` falls back to ``attributes``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,15 +67,13 @@ def candidate_limit(limit: int) -> int:
 
 
 COVERAGE_WEIGHT = 1.0
-PROXIMITY_WEIGHT = 0.0
-PROXIMITY_WINDOW = 4
+"""RRF weight of the coverage order against 1.0 for BM25 (dev: LoCoMo turn any@5 .590 → .620)."""
 RRF_K = 60.0
-
-
-def _tokens(candidate: Candidate) -> list[str]:
-    if candidate.analyzed is not None:
-        return candidate.analyzed.split()
-    return analyze(candidate.text)
+THREAD_WEIGHT = 0.3
+"""Share of a thread-mate's rank score a record receives (dev: 0.3 beat 0.0 and 0.6)."""
+THREAD_K = 2.0
+"""Rank discount for thread support, ``1/(THREAD_K + rank)``: sharp, so only the top counts."""
+THREAD_ATTRIBUTE = "session_id"
 
 
 def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
@@ -80,26 +88,7 @@ def _idf(terms: Sequence[str], bags: Sequence[set[str]]) -> dict[str, float]:
 
 def _coverage(terms: Sequence[str], bag: set[str], idf: Mapping[str, float]) -> float:
     """Sum of the rarity of the distinct query terms a record holds."""
-    return sum(idf[t] for t in terms if t in bag)
-
-
-def _proximity(terms: Sequence[str], tokens: Sequence[str], idf: Mapping[str, float]) -> float:
-    """Rarity-weighted pairs of distinct query terms found within a small window."""
-    wanted = set(terms)
-    positions = [(i, t) for i, t in enumerate(tokens) if t in wanted]
-    score = 0.0
-    seen: set[tuple[str, str]] = set()
-    for a in range(len(positions)):
-        i, t = positions[a]
-        for b in range(a + 1, len(positions)):
-            j, u = positions[b]
-            if j - i > PROXIMITY_WINDOW:
-                break
-            pair = (t, u) if t < u else (u, t)
-            if t != u and pair not in seen:
-                seen.add(pair)
-                score += min(idf[t], idf[u])
-    return score
+    return sum(idf[t] for t in bag)
 
 
 def _order(candidates: Sequence[Candidate], values: Sequence[float]) -> tuple[str, ...]:
@@ -126,17 +115,48 @@ def rerank(
     signals = [Signal(name, tuple(c.key for c in lexical))]
     terms = query_terms(" ".join(x for x in (query, text) if x))
     if terms:
-        tokens = [_tokens(c) for c in candidates]
-        bags = [set(t) for t in tokens]
+        # Which query terms each candidate holds: substring tests on the space-padded analysed
+        # text run in C (a CJK phrase term matches only as the phrase).
+        padded = [f" {c.analyzed if c.analyzed is not None else ' '.join(analyze(c.text))} "
+                  for c in candidates]
+        bags = [{t for t in terms if f" {t} " in text} for text in padded]
         idf = _idf(terms, bags)
         if COVERAGE_WEIGHT:
             cov = [_coverage(terms, bag, idf) for bag in bags]
             signals.append(Signal("coverage", _order(candidates, cov), COVERAGE_WEIGHT))
-        if PROXIMITY_WEIGHT and len(terms) > 1:
-            prox = [_proximity(terms, t, idf) for t in tokens]
-            signals.append(Signal("proximity", _order(candidates, prox), PROXIMITY_WEIGHT))
-    fused = reciprocal_rank_fusion(signals, k=RRF_K, limit=limit)
-    return [Ranked(f.key, f.score, (name,)) for f in fused]
+    fused = reciprocal_rank_fusion(signals, k=RRF_K)
+    threads = _threads(candidates) if THREAD_WEIGHT else {}
+    if not threads:
+        return [Ranked(f.key, f.score, (name,)) for f in fused[:limit]]
+    keys = [f.key for f in fused]
+    scores = _thread_support(keys, threads)
+    order = sorted(range(len(keys)), key=lambda i: (-scores[i], i))[:limit]
+    return [Ranked(keys[i], scores[i], (name,)) for i in order]
+
+
+def _threads(candidates: Sequence[Candidate]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for c in candidates:
+        value = c.thread if c.thread is not None else c.attributes.get(THREAD_ATTRIBUTE)
+        if isinstance(value, str) and value:
+            out[c.key] = value
+    return out
+
+
+def _thread_support(keys: Sequence[str], threads: Mapping[str, str]) -> list[float]:
+    """Records of one conversation support each other: a record's score is its own
+    ``1/(THREAD_K + rank)`` plus :data:`THREAD_WEIGHT` times that of its thread-mates."""
+    own = [1.0 / (THREAD_K + i + 1) for i in range(len(keys))]
+    total: dict[str, float] = {}
+    for key, value in zip(keys, own, strict=True):
+        t = threads.get(key)
+        if t is not None:
+            total[t] = total.get(t, 0.0) + value
+    out = []
+    for key, value in zip(keys, own, strict=True):
+        t = threads.get(key)
+        out.append(value + THREAD_WEIGHT * (total[t] - value) if t is not None else value)
+    return out
 
 
 __all__ = ["DEFAULT_CANDIDATES", "Candidate", "Ranked", "candidate_limit", "rerank"]

@@ -70,6 +70,12 @@ def body_from_stored(data: Any) -> RecordBody:
                       data.get("valid_from"), data.get("valid_to"))
 
 
+def _thread(body: RecordBody | None) -> str | None:
+    """The conversation a record belongs to (``attributes.session_id``), for ranking."""
+    value = body.attributes.get("session_id") if body is not None else None
+    return value[:200] if isinstance(value, str) else None
+
+
 class Core:
     """Store, clock and caches shared by every operation."""
 
@@ -80,6 +86,10 @@ class Core:
         self._real = clock is None
         self._sealed: dict[str, RecordBody] = {}
         self._tree: tuple[int, Tree] | None = None
+        self._views: dict[frozenset[str], View] = {}
+        self._views_of: Tree | None = None
+        self._df: dict[str, int] = {}
+        self._df_at = time.monotonic()
 
     # --- time -----------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -102,6 +112,22 @@ class Core:
             self._tree = (gen, Tree.build(self.store.all_memories(), self.store.all_grants()))
         return self._tree[1]
 
+    def term_docs(self, terms: list[str]) -> dict[str, int]:
+        """Document frequencies of search terms, cached for a minute when non-zero: a count
+        only chooses which terms the BM25 pass ranks first, so a slightly stale one changes
+        the cost of a recall, never what may be read. A term no record held is looked up
+        again every time, so a word written a moment ago is never missed."""
+        now = time.monotonic()
+        if now - self._df_at > 60 or len(self._df) > 50_000:
+            self._df, self._df_at = {}, now
+        out = {t: self._df[t] for t in terms if t in self._df}
+        missing = [t for t in terms if t not in out]
+        if missing:
+            fresh = self.store.term_docs(missing)
+            out.update(fresh)
+            self._df.update({t: n for t, n in fresh.items() if n > 0})
+        return out
+
     def caller_for(self, member_id: str) -> Caller:
         """The caller a member id stands for, with its groups resolved."""
         member = self.store.member(member_id)
@@ -110,8 +136,18 @@ class Core:
         return Caller(member, self.store.groups_of(member_id))
 
     def view(self, caller: Caller) -> View:
-        """The caller's effective privileges over the current tree."""
-        return View(self.tree(), caller.principals)
+        """The caller's effective privileges over the current tree (a view memoises per node,
+        so it is kept until the tree or grants change)."""
+        tree = self.tree()
+        if self._views_of is not tree:
+            self._views = {}
+            self._views_of = tree
+        found = self._views.get(caller.principals)
+        if found is None:
+            if len(self._views) > 1024:
+                self._views.clear()
+            found = self._views[caller.principals] = View(tree, caller.principals)
+        return found
 
     def resolve(self, caller: Caller, memory_id: Any, privilege: str | None) -> tuple[View,
                                                                                          Memory]:
@@ -130,26 +166,34 @@ class Core:
     def memory_wire(self, view: View, m: Memory) -> Wire:
         """The memory object for this caller."""
         counts = self.store.record_counts([m.id])
-        return m.to_wire(ancestors=view.visible_ancestors(m.id),
-                         privileges=view.privileges(m.id), records=counts[m.id],
-                         children=len(view.visible_children(m.id)))
+        out = m.to_wire(ancestors=view.visible_ancestors(m.id),
+                        privileges=view.privileges(m.id), records=counts[m.id],
+                        children=len(view.visible_children(m.id)))
+        # A parent the caller cannot see is not named: its id would reveal that it exists.
+        out["parent_id"] = view.visible_parent(m.id)
+        return out
 
     # --- idempotent writes ----------------------------------------------------------------
     def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
                    key: str | None, apply: Callable[[str], Wire],
-                   check: Callable[[], None] | None = None) -> Wire:
+                   check: Callable[[], None] | None = None, *,
+                   check_replays: bool = True) -> Wire:
         """Run ``apply(key)`` once per (caller, scope, key) inside one write transaction.
 
         ``check`` (access) runs first, so a replay never bypasses authorisation. A replay with
         the same request returns the stored response; another request under the key fails.
+        ``check_replays=False`` (deleting a memory) lets the same caller's replay find its
+        first answer although the memory is gone; keys are per caller, so nobody else can.
         """
-        key = wire.idempotency_key(key) or f"auto-{uuid.uuid4()}"
-        digest = history.request_digest(operation, scope, request)
+        given = wire.idempotency_key(key)
+        # Without a client key nothing can ever replay, so nothing is looked up or kept.
+        key = given or f"auto-{uuid.uuid4()}"
+        digest = history.request_digest(operation, scope, request) if given else ""
         principal = f"member:{caller.member.id}"
         with self.store.write():
-            if check is not None:
+            prior = self.store.replay(principal, scope, key) if given else None
+            if check is not None and (check_replays or prior is None):
                 check()
-            prior = self.store.replay(principal, scope, key)
             if prior is not None:
                 history.check_replay(prior[0], digest)
                 stored: Wire = prior[1]
@@ -158,7 +202,9 @@ class Core:
                 response = apply(key)
             finally:
                 self._sealed.clear()
-            self.store.remember_response(principal, scope, key, digest, response, self.now_ms())
+            if given:
+                self.store.remember_response(principal, scope, key, digest, response,
+                                             self.now_ms())
             return response
 
     # --- changesets -----------------------------------------------------------------------
@@ -220,7 +266,8 @@ class Core:
                 fts_text=document_text(body.text) if body else "",
                 edges=[(r.record_id, r.rel) for r in body.references] if body else (),
                 existing=row["n"] if row is not None else None,
-                was_forgotten=row is not None and row["status"] == "forgotten")
+                was_forgotten=row is not None and row["status"] == "forgotten",
+                thread=_thread(body), when=(body.valid_from if body else None) or eff.written_at)
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
                 return
@@ -247,6 +294,7 @@ class Core:
                         continue
                     reachable.add(cid)
                     stack.extend(parents[cid])
+            before = self.store.projection_fingerprint()
             self.store.clear_projections()
             verified = 0
             for d in docs:
@@ -256,7 +304,9 @@ class Core:
                     for op in cs.ops:
                         self.apply(cs, op)
             counts = self.store.counts()
-        return {"object": "memory.rebuild", "verified": verified, **counts}
+            after = self.store.projection_fingerprint()
+        return {"object": "memory.rebuild", "verified": verified, **counts,
+                "equal": after == before, "digest_before": before, "digest_after": after}
 
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()

@@ -39,7 +39,8 @@ def observe(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | N
         raise invalid(f"episodes must be a non-empty list of at most {wire.MAX_EPISODES}")
     drafts = []
     for i, ep in enumerate(eps):
-        e = wire.obj(ep, f"episodes[{i}]", ("content", "attributes", "title"))
+        # title and time (when the turn happened) are this server's additions to an episode.
+        e = wire.obj(ep, f"episodes[{i}]", ("content", "attributes", "title", "time"))
         drafts.append(wire.record_draft({"type": "episode", **e}))
 
     def check() -> None:

@@ -19,7 +19,8 @@ Merge shapes (checked before the transaction):
 from __future__ import annotations
 
 import hashlib
-from dataclasses import replace
+import re
+from collections.abc import Callable
 from typing import Any
 
 from palimpsest import canonical
@@ -30,6 +31,8 @@ from palimpsest.service.gitservice import GitService, check_ref_name, is_protect
 from palimpsest.service.mergeauth import KeyRing, MergeRequest
 from palimpsest.service.review import Proposal, Review
 
+_CONFLICT_KEYS = ("conflict_id", "conflict_type", "severity", "summary")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 _MERGE_FIELDS = ("ref_name", "expected_head", "new_head", "merge_proposal_id",
                  "reviewer_principal", "merge_authorization")
 
@@ -66,10 +69,42 @@ def _str(body: dict[str, Any], name: str, *, required: bool = True) -> str:
 class ReviewFlow:
     """Proposals, reviews and signed merges over a :class:`GitService`."""
 
-    def __init__(self, git: GitService, ring: KeyRing) -> None:
-        """Use ``ring`` both to sign (active key) and to verify (every key: rotation)."""
+    def __init__(self, git: GitService, ring: KeyRing | Callable[[], KeyRing]) -> None:
+        """Use ``ring`` both to sign (active key) and to verify (every key: rotation).
+
+        ``ring`` may be a loader, called on first use (plain writes never need the keys).
+        """
         self.git = git
-        self.ring = ring
+        self._ring = ring
+
+    @property
+    def ring(self) -> KeyRing:
+        """The merge key ring (loaded on first use)."""
+        if not isinstance(self._ring, KeyRing):
+            self._ring = self._ring()
+        return self._ring
+
+    def idempotent(self, principal: str, scope: str, key: str, request: Any,
+                   write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run ``write`` once per (principal, scope, ``Idempotency-Key``), atomically with it.
+
+        The same request again returns the stored answer; another request under the key is
+        ``idempotency_mismatch`` (409). Refusals are not stored: a retry runs again.
+        """
+        digest = _digest({"scope": scope, "request": request})
+        with self.git.store.transaction():
+            prior = self.git.store.replay(principal, scope, key)
+            if prior is not None:
+                if prior[0] != digest:
+                    raise Conflict("this Idempotency-Key was used for a different request",
+                                   code="idempotency_mismatch", hint="use a new Idempotency-Key")
+                stored: dict[str, Any] = prior[1]
+                return stored
+            answer = write()
+            self.git.store.remember_response(principal, scope, key, digest=digest,
+                                             response=answer,
+                                             now_ms=self.git.clock() // 1_000_000)
+            return answer
 
     def get_proposal(self, principal: str, proposal_id: str) -> dict[str, Any]:
         """A proposal with its reviews (closed ones stay readable)."""
@@ -129,10 +164,11 @@ class ReviewFlow:
         if body.get("base_changeset_id") not in (None, base):
             raise Conflict("base_changeset_id is not the target's current head",
                            code="cas_mismatch", hint="re-read the target ref")
-        mine = {cs.changeset_id for cs in self.git.only_in(head, base)}
+        mine = {cs.changeset_id: len(cs.ops) for cs in self.git.only_in(head, base)}
         for item in selected:
             cid, _, ordinal = item.partition(":")
-            if cid not in mine or not ordinal.isdigit():
+            if (cid not in mine or not ordinal.isdigit() or len(ordinal) > 6
+                    or int(ordinal) >= mine[cid]):
                 raise InvalidInput(f"selected op {item[:80]!r} is not on the source branch",
                                    code="invalid-selection")
         conflicts = self._conflicts(project, base, head)
@@ -161,6 +197,8 @@ class ReviewFlow:
         """Pure conflict detection between two heads over a base; writes nothing."""
         self.git.access.require(principal, project, "read")
         base = body.get("base_changeset_id")
+        if base is not None and not isinstance(base, str):
+            raise InvalidInput("base_changeset_id must be a string")
         left = _str(body, "left_changeset_id")
         right = _str(body, "right_changeset_id")
         for cid in (base, left, right):
@@ -212,6 +250,60 @@ class ReviewFlow:
         self.git.store.set_conflict_status(project, conflict_id, proposal_id=None,
                                            status="resolved", note=note, now=self.git.now())
         return {"resolved": len(rows), "conflict_id": conflict_id}
+
+    def persist_conflicts(self, principal: str, project: str,
+                          body: dict[str, Any]) -> dict[str, Any]:
+        """Attach detected conflicts (``conflicts/detect`` output) to an open proposal."""
+        self.git.access.require(principal, project, "write")
+        doc = self._open_proposal(project, _str(body, "proposal_id"))
+        items = body.get("conflicts")
+        if not isinstance(items, list) or not items or len(items) > 100:
+            raise InvalidInput("conflicts must be a non-empty array of at most 100 conflicts")
+        now = self.git.now()
+        rows = []
+        for item in items:
+            if not isinstance(item, dict) or not all(
+                    isinstance(item.get(k), str) and item.get(k) for k in _CONFLICT_KEYS):
+                raise InvalidInput(f"each conflict needs the strings {', '.join(_CONFLICT_KEYS)}",
+                                   code="invalid-conflict")
+            if not _HEX64.fullmatch(item["conflict_id"]):
+                raise InvalidInput("conflict_id must be 64 lower-case hex digits",
+                                   code="invalid-conflict")
+            rows.append({k: item[k] for k in (*_CONFLICT_KEYS, "base_changeset_id",
+                                             "left_changeset_id", "right_changeset_id")
+                         if isinstance(item.get(k), str)}
+                        | {"project_id": project, "status": "open",
+                           "proposal_id": doc["proposal_id"], "created_at": now})
+        self.git.store.add_conflicts(project, doc["proposal_id"], rows)
+        return {"persisted": len(rows), "proposal_id": doc["proposal_id"]}
+
+    def retire_conflicts(self, principal: str, project: str,
+                         body: dict[str, Any]) -> dict[str, Any]:
+        """Close every open conflict of a proposal with a lifecycle status (not by its author)."""
+        self.git.access.require(principal, project, "write")
+        pid = _str(body, "proposal_id")
+        status = _str(body, "status")
+        if status not in ("resolved", "rejected", "superseded", "canceled", "deferred"):
+            raise InvalidInput("status must be resolved, rejected, superseded, canceled or "
+                               "deferred", code="invalid-status")
+        doc = self.git.store.proposal(pid)
+        if doc is None or doc["project_id"] != project:
+            raise NotFound("no such proposal in this project", code="proposal-not-found")
+        if doc["originator_principal"] == principal:
+            raise Forbidden("the author of a proposal cannot retire its conflicts",
+                            code="self-review")
+        changed = self.git.store.set_conflict_status(project, "", proposal_id=pid,
+                                                     status=status, note=None,
+                                                     now=self.git.now())
+        return {"retired": changed, "proposal_id": pid, "status": status}
+
+    def _open_proposal(self, project: str, proposal_id: str) -> dict[str, Any]:
+        doc = self.git.store.proposal(proposal_id)
+        if doc is None or doc["project_id"] != project:
+            raise NotFound("no such proposal in this project", code="proposal-not-found")
+        if doc["status"] not in review.OPEN_STATES:
+            raise Conflict(f"proposal is {doc['status']}", code="proposal-closed")
+        return doc
 
     def review(self, principal: str, proposal_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """Record an independent verdict bound to the proposal's snapshot."""
@@ -281,18 +373,19 @@ class ReviewFlow:
                 "reviewer_principal": reviewer, "merge_authorization": wire,
                 "strategy": strategy}
 
+    def _picked(self, item: str) -> tuple[str, str | None, dict[str, Any]]:
+        """What a faithful pick of ``<changeset>:<ordinal>`` must carry (ids re-derived)."""
+        cid, _, ordinal = item.partition(":")
+        op = self.git.load(cid).ops[int(ordinal)]
+        payload = {k: v for k, v in (op.payload or {}).items()
+                   if k not in ("memory_id", "event_id")}
+        payload["cherrypicked_from"] = cid
+        return op.op_type, op.target_event_id, payload
+
     def _cherry_pick(self, principal: str, proposal: Proposal, expected: str) -> Any:
-        picked: list[GitOp] = []
-        for item in proposal.selected_ops:
-            cid, _, ordinal = item.partition(":")
-            op = self.git.load(cid).ops[int(ordinal)]
-            # A picked op creates new memories (ids re-derived), so merging the whole branch
-            # later is reported as duplicate content instead of colliding ids.
-            payload = {k: v for k, v in (op.payload or {}).items()
-                       if k not in ("memory_id", "event_id")}
-            payload["cherrypicked_from"] = cid
-            picked.append(replace(op, ordinal=len(picked), payload=payload,
-                                  resulting_event_id=None))
+        picked = [GitOp(i, op_type, target, None, payload)
+                  for i, (op_type, target, payload) in enumerate(
+                      self._picked(item) for item in proposal.selected_ops)]
         return self.git.commit_server(
             principal, proposal.project_id, proposal.target_ref, parents=(expected,),
             message=f"cherry-pick for proposal {proposal.proposal_id}",
@@ -368,14 +461,16 @@ class ReviewFlow:
         elif strategy == "merge_commit":
             ok = new.parent_ids == (request.expected_head, pinned) and not new.ops
         else:
-            wanted = [item.split(":") for item in proposal.selected_ops]
-            ok = bool(wanted) and new.parent_ids == (request.expected_head,) and len(
-                new.ops) == len(wanted) and all(
-                (op.payload or {}).get("cherrypicked_from") == cid
-                for op, (cid, _) in zip(new.ops, wanted, strict=True))
+            wanted = [self._picked(item) for item in proposal.selected_ops]
+            ok = bool(wanted) and new.parent_ids == (request.expected_head,) and [
+                _pick_identity(op) for op in new.ops] == wanted
         if not ok:
             raise Conflict(f"new_head does not have the {strategy} shape for this proposal",
                            code="merge-shape", hint="ask for a fresh merge authorization")
+
+
+def _pick_identity(op: GitOp) -> tuple[str, str | None, dict[str, Any]]:
+    return op.op_type, op.target_event_id, dict(op.payload or {})
 
 
 def _digest(request: dict[str, Any]) -> str:

@@ -10,8 +10,12 @@ and recall return and ``rebuild`` re-derives both alike:
 - ``correct_memory``, ``supersede_memory``: a new record for the result; the target record is
   forgotten (its trace stays);
 - ``mark_duplicate``: the duplicate record is forgotten;
-- ``add_relationship``, ``attach_*``, ``propose_deprecation``: no record effect (read them
-  through the Memory Git context).
+- ``add_relationship``: a new version of the *from* record with one more reference
+  ``{rel: kind, record_id: to}`` (so the UHP graph shows the edge);
+- ``attach_evidence`` / ``attach_verification`` with a target: a new version of the target
+  whose ``attributes.evidence`` / ``attributes.verification`` gains the item;
+- ``propose_deprecation``: a new version with ``attributes.deprecation_proposed`` = the reason
+  (the record stays active, as in the Memory Git projection).
 
 Memory Git content lives inside its changeset (that is what review signs off), so ``erase``
 cannot remove it; the body row is a projection rebuilt from the changeset.
@@ -19,6 +23,8 @@ cannot remove it; the body row is a projection rebuilt from the changeset.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from palimpsest.service import history
@@ -28,7 +34,9 @@ from palimpsest.service.model import (
     Op,
     Principal,
     RecordBody,
+    Reference,
 )
+from palimpsest.service.storage.sqlite import load
 
 if TYPE_CHECKING:
     from palimpsest.service.core import Core
@@ -80,6 +88,36 @@ def apply(core: Core, cs: Changeset, op: Op) -> None:
         _forget(core, cs, op.target)
     elif op.op_type == "mark_duplicate":
         _forget(core, cs, payload.get("duplicate_id"))
+    elif op.op_type == "add_relationship":
+        to = str(payload.get("to_memory_id", ""))
+        rel = str(payload.get("kind", ""))
+        _revise(core, cs, payload.get("from_memory_id"), lambda b: replace(
+            b, references=(*b.references, Reference(rel, cs.memory_id, to))))
+    elif op.op_type in ("attach_evidence", "attach_verification") and op.target:
+        name = "evidence" if op.op_type == "attach_evidence" else "verification"
+        item = {k: payload[k] for k in ("kind", "source", "note", "status") if k in payload}
+        _revise(core, cs, op.target, lambda b: replace(b, attributes={
+            **b.attributes, name: [*b.attributes.get(name, []), item]}))
+    elif op.op_type == "propose_deprecation":
+        reason = payload.get("reason")
+        _revise(core, cs, op.target, lambda b: replace(b, attributes={
+            **b.attributes, "deprecation_proposed": reason}))
+
+
+def _revise(core: Core, cs: Changeset, record_id: str | None,
+            change: Callable[[RecordBody], RecordBody]) -> None:
+    """A new version of an active record of this memory with ``change`` applied to its body."""
+    row = core.store.record_head(record_id or "")
+    if row is None or row["status"] != "active" or row["memory_id"] != cs.memory_id:
+        return  # not an accepted record here (e.g. erased): nothing to overlay
+    stored = core.store.body(row["body_digest"])
+    if stored is None or not history.body_matches(row["body_digest"], *stored):
+        return  # erased or damaged bytes: never resurrect content
+    from palimpsest.service.core import body_from_stored  # noqa: PLC0415 (core imports us)
+
+    body = change(body_from_stored(load(stored[1])))
+    digest = core.seal(body)
+    core.apply(cs, Op("revise_record", record_id, {"body_digest": digest, **_writer(cs)}))
 
 
 __all__ = ["apply"]

@@ -65,6 +65,27 @@ class ReviewedWrites:
         return bool(doc.get("review_required")) and member_type in doc.get(
             "reviewed_types", ["agent"])
 
+    def pending(self, principal: str, project: str, query: str, limit: int) -> dict[str, Any]:
+        """The caller's own memories not yet accepted: its ``refs/agents/<member>/main``
+        beyond what ``refs/shared/main`` holds (read privilege)."""
+        git = self.flow.git
+        git.access.require(principal, project, "read")
+        ref = f"refs/agents/{member_of(principal)}/main"
+        out: dict[str, Any] = {"ref_name": ref, "status": "pending_review",
+                               "head_changeset_id": None, "memories": []}
+        own = git.store.ref(project, ref)
+        if own is None or own["created_by_principal"] != principal or not own[
+                "head_changeset_id"]:
+            return out
+        shared = git.store.ref(project, SHARED_MAIN)
+        accepted = git.ancestors(shared["head_changeset_id"] if shared else None)
+        context = git.context_at(principal, project, {"ref_name": ref, "query": query,
+                                                      "limit": max(1, min(limit, 100))})
+        out["head_changeset_id"] = context["head_changeset_id"]
+        out["memories"] = [m for m in context["memories"]
+                           if m["introduced_changeset_id"] not in accepted]
+        return out
+
     def write(self, principal: str, project: str, body: dict[str, Any], *,
               idempotency_key: str) -> dict[str, Any]:
         """Commit a UHP-shaped write to the caller's own ref and open a proposal.
@@ -101,6 +122,13 @@ class ReviewedWrites:
             "project_id": project, "ref_name": ref, "expected_head": head,
             "idempotency_key": key, "message": "reviewed write",
             "ops": [{"op_type": "add_memory", "payload": payload}]})
+        # One open proposal per pending branch: the new one (pinned at the new head) replaces
+        # the older ones, which are canceled with their reviews kept — an approval of the old
+        # head never covers the amended branch.
+        for older in self.flow.list_proposals(principal, project):
+            if (older["source_ref"] == ref and older["originator_principal"] == principal
+                    and older["status"] in ("open", "approved")):
+                self.flow.cancel(principal, older["proposal_id"])
         proposal, _ = self.flow.propose(principal, project, {
             "source_ref": ref, "target_ref": SHARED_MAIN,
             "head_changeset_id": changeset["changeset_id"],
@@ -117,10 +145,17 @@ def _pending(project: str, ref: str, changeset: dict[str, Any],
 
 
 def _payload(body: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(body) - {"type", "title", "content", "attributes"})
+    unknown = sorted(set(body) - {"type", "title", "content", "attributes", "references",
+                                  "time"})
     if unknown:
         raise InvalidInput(f"field {unknown[0]!r} is not supported in a reviewed write",
                            code="unknown-field")
+    if body.get("references"):
+        raise InvalidInput("references are not supported in a reviewed write yet; add them "
+                           "after the review with an add_relationship op", code="unknown-field")
+    when = body.get("time") or {}
+    if not isinstance(when, dict):
+        raise InvalidInput("time must be an object", code="invalid-content")
     content = body.get("content", "")
     if isinstance(content, list):
         texts = [p.get("text", "") for p in content if isinstance(p, dict)]
@@ -139,6 +174,9 @@ def _payload(body: dict[str, Any]) -> dict[str, Any]:
                                "kind": _KINDS.get(str(body.get("type", "note")), "record")}
     if title:
         payload["summary"] = title[:4096]
+    for name in ("valid_from", "valid_to"):
+        if isinstance(when.get(name), str) and when[name]:
+            payload[name] = when[name]
     attributes = body.get("attributes") or {}
     if not isinstance(attributes, dict):
         raise InvalidInput("attributes must be an object", code="invalid-content")

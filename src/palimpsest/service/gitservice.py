@@ -20,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -40,6 +42,8 @@ from palimpsest.service.model import Changeset, Op
 from palimpsest.service.storage.gitstore import GitStore
 
 SHARED_MAIN = "refs/shared/main"
+_CACHED_CHANGESETS = 50_000  # verified, immutable changesets kept in memory
+_CACHED_HEADS = 32  # projections of recent heads
 _COMPONENT = r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}"
 _REF = re.compile(rf"refs/(shared|agents|sessions|topics|repos)(/{_COMPONENT})+")
 Clock = Callable[[], int]  # epoch nanoseconds
@@ -149,6 +153,9 @@ class GitService:
         self.access = access
         self.clock: Clock = clock or time.time_ns
         self.projector = projector
+        self._lock = threading.Lock()
+        self._verified: OrderedDict[str, GitChangeset] = OrderedDict()
+        self._heads: OrderedDict[tuple[str, str], Projection] = OrderedDict()
 
     # --- helpers --------------------------------------------------------------------------
     def now(self) -> str:
@@ -156,15 +163,43 @@ class GitService:
         return iso(self.clock())
 
     def load(self, changeset_id: str) -> GitChangeset:
-        """A verified changeset (integrity digest recomputed on read).
+        """A verified changeset (integrity digest recomputed when read from storage).
+
+        Changesets are immutable and named by their digest, so a verified one is kept in a
+        bounded in-memory cache; every read from storage is verified.
 
         Raises:
             NotFound: no such changeset. Unavailable: the stored document fails its digest.
         """
+        if not isinstance(changeset_id, str) or not 0 < len(changeset_id) <= 128:
+            raise NotFound("no such changeset", code="changeset-not-found")
+        with self._lock:
+            hit = self._verified.get(changeset_id)
+            if hit is not None:
+                self._verified.move_to_end(changeset_id)
+                return hit
         doc = self.store.changeset_doc(changeset_id)
         if doc is None:
             raise NotFound(f"no changeset {changeset_id[:80]!r}", code="changeset-not-found")
-        return from_core(history.verify(history.from_wire(doc)))
+        cs = from_core(history.verify(history.from_wire(doc)))
+        with self._lock:
+            self._verified[changeset_id] = cs
+            while len(self._verified) > _CACHED_CHANGESETS:
+                self._verified.popitem(last=False)
+        return cs
+
+    def _remember(self, project: str, head: str, state: Projection) -> None:
+        with self._lock:
+            self._heads[(project, head)] = state
+            while len(self._heads) > _CACHED_HEADS:
+                self._heads.popitem(last=False)
+
+    def _cached(self, project: str, head: str) -> Projection | None:
+        with self._lock:
+            state = self._heads.get((project, head))
+            if state is not None:
+                self._heads.move_to_end((project, head))
+            return state
 
     def accept(self, project: str, old_head: str | None, new_head: str) -> None:
         """Project what ``refs/shared/main`` gained (call inside the advancing transaction)."""
@@ -193,11 +228,30 @@ class GitService:
         return {cs.changeset_id for cs in gitproject.walk(head, self.load)}
 
     def project(self, project: str, head: str | None) -> Projection:
-        """The projection of ``head`` replayed from scratch."""
-        return gitproject.project_head(project, head, self.load)
+        """The projection of ``head`` (a private copy the caller may change).
+
+        The projection of a head never changes, so recent heads are cached; a head whose only
+        parent is cached costs one changeset; otherwise the DAG is replayed from scratch. The
+        property test checks cached, incremental and from-scratch projections agree.
+        """
+        if head is None:
+            return Projection(project)
+        state = self._cached(project, head)
+        if state is None:
+            cs = self.load(head)
+            parent = self._cached(project, cs.parent_ids[0]) if len(cs.parent_ids) == 1 else None
+            if parent is not None:
+                state = parent.copy()
+                gitproject.apply_changeset(state, cs)
+            else:
+                state = gitproject.project_head(project, head, self.load)
+            self._remember(project, head, state)
+        return state.copy()
 
     def project_parents(self, project: str, parents: tuple[str, ...]) -> Projection:
         """The projection of the union of ``parents`` (merge commits have several)."""
+        if len(parents) <= 1:
+            return self.project(project, parents[0] if parents else None)
         order: list[GitChangeset] = []
         seen: set[str] = set()
         for parent in parents:
@@ -326,6 +380,11 @@ class GitService:
                 self._owned(principal, ref)
         elif protected and ref is None:
             raise NotFound(f"ref {req.ref_name} does not exist", code="ref-not-found")
+        elif not protected and ref is not None and ref["created_by_principal"] != principal:
+            raise Forbidden(f"{req.ref_name} belongs to another principal",
+                            code="ref-not-owned")
+        elif not protected and ref is None and not may_create(principal, req.ref_name):
+            raise Forbidden(f"{req.ref_name} is outside your namespace", code="ref-not-owned")
         current = ref["head_changeset_id"] if ref else None
         parents = req.parent_ids or ((current,) if current else ())
         if req.advance_ref and current is not None and req.expected_head is None:
@@ -349,12 +408,14 @@ class GitService:
                                ops=ops, provenance=req.provenance, evidence=req.evidence,
                                verification=req.verification))
         # Second validation, over the exact values about to become immutable.
-        gitproject.apply_changeset(self.project_parents(req.project_id, parents), cs)
+        state = self.project_parents(req.project_id, parents)
+        gitproject.apply_changeset(state, cs)
         self.store.commit(to_core(cs).to_wire(), request_digest=digest,
                           advance=req.advance_ref,
                           expected_head=current,
                           create_ref=(False, principal) if ref is None else None,
                           now=iso(now_ns))
+        self._remember(req.project_id, cs.changeset_id, state)
         return cs
 
     def commit_server(self, principal: str, project: str, ref_name: str, *,
@@ -411,7 +472,10 @@ class GitService:
             if owner != principal:
                 raise Forbidden("non-shared refs are readable only by their owner",
                                 code="ref-not-owned")
-        head = self.reachable_head(project, ref, body.get("head_changeset_id"))
+        wanted = body.get("head_changeset_id")
+        if wanted is not None and not isinstance(wanted, str):
+            raise InvalidInput("head_changeset_id must be a string")
+        head = self.reachable_head(project, ref, wanted)
         limit = body.get("limit")
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise InvalidInput("limit must be an integer")

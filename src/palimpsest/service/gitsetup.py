@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palimpsest.errors import Forbidden, NotFound
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitservice import GitService, member_of
 from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.model import forbidden, not_found
 from palimpsest.service.storage.gitstore import GitStore
 
 KEY_FILE = "merge-hmac.key"
@@ -61,12 +61,11 @@ class ServiceAccess:
         """Raise NotFound/Forbidden exactly as the UHP routes would."""
         member = member_of(principal)
         if not member:
-            raise NotFound("no such memory within your reach", code="memory_not_found")
+            raise not_found()
         caller = self.svc.caller(member)
         held = self.svc.get_memory(caller, project).get("privileges", [])
         if privilege not in held:
-            raise Forbidden(f"this needs the {privilege} privilege on the memory",
-                            code="memory_forbidden")
+            raise forbidden(privilege)  # exactly the UHP routes' refusal
 
 
 def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) -> ReviewFlow:
@@ -80,7 +79,8 @@ def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) 
         svc = legacy_access.svc
     store, projector = svc.memory_git_backend()
     git = GitService(GitStore(store), ServiceAccess(svc), projector=projector)
-    return ReviewFlow(git, ring or load_key_ring(Path(svc.data_dir)))
+    data_dir = Path(svc.data_dir)
+    return ReviewFlow(git, ring or (lambda: load_key_ring(data_dir)))
 
 
 __all__ = ["KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]

@@ -27,6 +27,7 @@ Methods without a ``caller`` (members, groups, credentials, rebuild) are operato
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -34,6 +35,8 @@ from types import TracebackType
 from palimpsest.service import admin as admin_mod
 from palimpsest.service import extras, gitlog, providers, records, tree
 from palimpsest.service.core import Core
+from palimpsest.service.gitreview import ReviewedWrites
+from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -65,6 +68,7 @@ class MemoryService:
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
         self._store = SqliteStore(data_dir, durability=durability)
         self._core = Core(self._store, clock)
+        self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -151,7 +155,9 @@ class MemoryService:
     def rebuild(self) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
         verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
-        ``{changesets, records, versions, indexed}`` counts."""
+        ``{object, verified, changesets, records, versions, indexed, equal, digest_before,
+        digest_after}`` — ``equal`` is false when the stored projections had been changed
+        outside the service (the rebuild then restores what the history says)."""
         return self._core.rebuild()
 
     # --- discovery and providers --------------------------------------------------------------
@@ -229,8 +235,22 @@ class MemoryService:
         """``POST /v1/memories/{id}/records`` ``{type?, title?, content, attributes?,
         references?, time?}`` (write) → record v1. One changeset on refs/shared/main.
         Raises memory_invalid (bad body, second subject/object, oversized), memory_unsupported
-        (unkept media type), memory_not_found, memory_forbidden."""
+        (unkept media type), memory_not_found, memory_forbidden.
+
+        In a memory that requires review (Memory Git settings, docs/memory-git.md) a write by a
+        reviewed member type does not change accepted memory: it lands on the writer's
+        ``refs/agents/<member>/main`` and opens a proposal; the answer is then
+        ``{"object": "memory.pending_review", …}`` (HTTP 202)."""
+        gate = self._review_gate()
+        if gate.requires_review(memory_id, caller.member.type):
+            return gate.write(f"member:{caller.member.id}", memory_id, body,
+                              idempotency_key=idempotency_key or f"auto-{uuid.uuid4()}")
         return records.remember(self._core, caller, memory_id, body, idempotency_key)
+
+    def _review_gate(self) -> ReviewedWrites:
+        if self._reviewed is None:
+            self._reviewed = ReviewedWrites(open_flow(self))
+        return self._reviewed
 
     def list_records(self, caller: Caller, memory_id: str, *, type: str | None = None,
                      include: str = "active", as_of: str | None = None, limit: int = 50,
@@ -299,7 +319,21 @@ class MemoryService:
 
     # --- recall, graph, prime -----------------------------------------------------------------
     def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
-        """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7)."""
+        """``POST /v1/memories/{id}/recall`` (read) → ``memory.recall`` (uhp-memories.md §7).
+
+        Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
+        ``x.pal.pending``: the caller's own memories still waiting for review (its
+        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        if isinstance(body, dict) and "x.pal.include_pending" in body:
+            body = dict(body)
+            flag = body.pop("x.pal.include_pending")
+            answer = records.recall(self._core, caller, memory_id, body)
+            if flag is True:
+                words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
+                answer["x.pal.pending"] = self._review_gate().pending(
+                    f"member:{caller.member.id}", memory_id, words,
+                    int(body.get("limit") or 8))
+            return answer
         return records.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:

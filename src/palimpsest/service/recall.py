@@ -31,7 +31,7 @@ SCAN_CAP: Final = 5000  # candidates examined per recall before reporting a part
 FENCE: Final = "untrusted-memory-data"
 
 
-POSTINGS_BOUND: Final = 2000
+POSTINGS_BOUND: Final = 1000
 
 
 def bounded_terms(terms: Sequence[str], dfs: Mapping[str, int]) -> tuple[list[str], bool]:

@@ -6,6 +6,7 @@ to the projection and the search index in the same transaction.
 
 from __future__ import annotations
 
+from palimpsest.errors import Forbidden
 from palimpsest.search import rank
 from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
@@ -13,6 +14,7 @@ from palimpsest.service import recall as rc
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
+    MEMORY_FORBIDDEN,
     Caller,
     ContentPart,
     FileBytes,
@@ -67,9 +69,10 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
              consolidation_id: str | None = None) -> Wire:
     """``POST /v1/memories/{id}/records``."""
     draft = wire.record_draft(body)
+    views: list[View] = []
 
     def check() -> None:
-        core.resolve(caller, memory_id, "write")
+        views.append(core.resolve(caller, memory_id, "write")[0])
 
     def apply(k: str) -> Wire:
         parts = _resolve_parts(core, caller.member.id, draft.content)
@@ -85,7 +88,7 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
         # The version just projected, rendered without reading it back.
         rec = RecordVersion(rid, memory_id, 1, "active", None, rb, at, None, who, cs.id,
                             on_behalf_of, consolidation_id)
-        return core.render(core.view(caller), rec)
+        return core.render(views[-1], rec)  # the view this transaction checked access with
 
     return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
 
@@ -275,6 +278,10 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
 
     def check() -> None:
         core.resolve(caller, memory_id, "delete")
+        if caller.member.type == "agent":
+            # Erase is a person's act, never an agent's (uhp-memories.md §14).
+            raise Forbidden("erase is a person's act; an agent may forget instead",
+                            code=MEMORY_FORBIDDEN)
 
     def apply(k: str) -> Wire:
         erased: list[str] = []
@@ -382,7 +389,7 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
              statuses: tuple[str, ...]
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.store.term_docs(terms)
+    dfs = core.term_docs(terms)
     kept, bounded = rc.bounded_terms(terms, dfs)
     match = match_terms(kept, "any")
     if match is None:
@@ -399,8 +406,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
         if req.filters is not None:
             # Filters need the record itself; only then are candidates loaded before ranking.
             rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
-        for n, score, analysed in hits:
-            key = str(n)
+        for hit in hits:
+            n, key = hit.n, str(hit.n)
             if req.filters is not None:
                 row = rows.get(n)
                 if row is None:
@@ -409,7 +416,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                 if not rc.matches(req.filters, rec):
                     continue
                 loaded[key] = rec
-            cands[key] = rank.Candidate(key, analysed, score, analyzed=analysed)
+            cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
+                                        analyzed=hit.text, thread=hit.thread)
         if len(hits) < want or bounded:
             exhausted = True
             break

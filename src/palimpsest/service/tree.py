@@ -6,7 +6,6 @@ from typing import Any
 
 from palimpsest.errors import NotFound
 from palimpsest.service import providers, wire
-from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
     ALL_PRIVILEGES,
@@ -159,7 +158,7 @@ def delete_memory(core: Core, caller: Caller, memory_id: str, key: str | None) -
         return {"id": memory_id, "object": "memory", "deleted": True, "memories": list(seen)}
 
     return core.idempotent(caller, "-delete-" + memory_id, "delete_memory", {}, key, apply,
-                           check)
+                           check, check_replays=False)
 
 
 # --- grants --------------------------------------------------------------------------------
@@ -225,11 +224,6 @@ def delete_grant(core: Core, caller: Caller, memory_id: str, grant_id: str,
 
     return core.idempotent(caller, memory_id, "delete_grant", {"grant_id": grant_id}, key,
                            apply, check)
-
-
-def readable_view(core: Core, caller: Caller) -> View:
-    """The caller's view (helper for other modules)."""
-    return core.view(caller)
 
 
 __all__ = ["create_memory", "delete_grant", "delete_memory", "get_memory", "list_grants",

@@ -17,7 +17,6 @@ from palimpsest import canonical
 from palimpsest.errors import PalError
 from palimpsest.service.model import (
     CORE_TYPES,
-    DEFINED_RELS,
     PRINCIPAL_KINDS,
     PRIVILEGES,
     ROLES,
@@ -230,7 +229,8 @@ def _part(value: Any, i: int) -> PartDraft:
 
 
 def references(value: Any) -> list[Reference]:
-    """At most one ``subject`` and one ``object``; other rels carried unchanged."""
+    """At most one ``subject`` and one ``object``; rels other than the defined ones
+    (``derived_from``, ``part_of``, ``about``, ``subject``, ``object``) are carried unchanged."""
     if value is None:
         return []
     if not isinstance(value, list) or len(value) > MAX_REFERENCES:
@@ -251,8 +251,6 @@ def references(value: Any) -> list[Reference]:
             raise invalid(f"a record has at most one {rel} reference")
     return out
 
-
-_ = DEFINED_RELS  # other rels are carried unchanged (uhp-memories.md §5)
 
 RECORD_FIELDS: Final = ("type", "title", "content", "attributes", "references", "time")
 

@@ -334,6 +334,15 @@ class GitStore:
             db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
                        (proposal["status"], _dump(proposal), proposal["proposal_id"]))
 
+    def add_conflicts(self, project: str, proposal_id: str,
+                      rows: list[dict[str, Any]]) -> None:
+        """Persist conflicts for a proposal (an id already stored for it is kept as is)."""
+        with self._tx() as db:
+            for c in rows:
+                db.execute("INSERT OR IGNORE INTO mg_conflicts VALUES (?, ?, ?, ?, ?, ?)",
+                           (c["conflict_id"], proposal_id, project, c["status"], _dump(c),
+                            self._next(db)))
+
     def set_conflict_status(self, project: str, conflict_id: str, *, proposal_id: str | None,
                             status: str, note: str | None, now: str) -> int:
         """Resolve or retire persisted conflicts; returns how many rows changed."""
@@ -359,8 +368,14 @@ class GitStore:
                        (doc["manifest_id"], doc["project_id"], _dump(doc)))
 
     def settings(self, project: str) -> dict[str, Any]:
-        """Per-project Memory Git settings (``{}`` when never set)."""
-        row = self._one("SELECT doc FROM mg_settings WHERE project_id = ?", (project,))
+        """Per-project Memory Git settings (``{}`` when never set).
+
+        One autocommit statement under the store lock (no transaction of its own): it runs on
+        every UHP write, to decide whether the write goes through review.
+        """
+        with self.store.lock:
+            row = self._db.execute("SELECT doc FROM mg_settings WHERE project_id = ?",
+                                   (project,)).fetchone()
         return dict(_load(row[0])) if row else {}
 
     def put_settings(self, project: str, doc: dict[str, Any]) -> None:
@@ -368,6 +383,17 @@ class GitStore:
         with self._tx() as db:
             db.execute("INSERT INTO mg_settings VALUES (?, ?) ON CONFLICT (project_id) "
                        "DO UPDATE SET doc = excluded.doc", (project, _dump(doc)))
+
+    def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
+        """``(request digest, stored response)`` of a write made under a header key."""
+        with self.store.read():
+            return self.store.replay(principal, scope, key)
+
+    def remember_response(self, principal: str, scope: str, key: str, *, digest: str,
+                          response: Any, now_ms: int) -> None:
+        """Keep the response of a first write under its key (same table as UHP writes)."""
+        with self._tx():
+            self.store.remember_response(principal, scope, key, digest, response, now_ms)
 
     def _unsafe_set_head(self, project: str, name: str, head: str | None) -> None:
         """Test-only: force a ref (e.g. cycle it back) without any check. Never call in code."""

@@ -1,13 +1,15 @@
 """The embedded store: SQLite in WAL mode in a data directory, file bytes beside it.
 
-This is the only module of the service that speaks SQL. It keeps:
+With :mod:`.schema` (tables and row helpers) and :mod:`.gitstore` (Memory Git's proposals,
+reviews and nonces, on the same connection) this package is the only place of the service that
+speaks SQL. This module keeps:
 
 - the tree, grants, members, groups and hashed credentials (server-owned structure);
 - the Memory Git history: ``changesets`` (immutable canonical documents, id = integrity digest)
   and ``refs`` (CAS-advanced heads), plus salted record ``bodies`` that ops name by digest;
 - the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
-  FTS5 index ``record_fts`` — all rebuilt from the changesets by :meth:`SqliteStore.rebuild_begin`
-  and the service's replay;
+  FTS5 index ``record_fts`` (plus ``edges`` and ``memory_counts``) — all re-derived from the
+  changesets by ``Core.rebuild`` (``pal admin rebuild``);
 - small documents (jobs, named queries, snapshots, consolidation runs, harness settings) and the
   idempotency table.
 
@@ -21,135 +23,29 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from palimpsest import canonical
-from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
-from palimpsest.service.model import (
-    ALL_PRIVILEGES,
-    PRIVILEGES,
-    Credential,
-    Grant,
-    Group,
-    Member,
-    Memory,
-    Ref,
-    unavailable,
+from palimpsest.service.model import Credential, Grant, Group, Member, Memory, Ref, unavailable
+from palimpsest.service.storage.schema import (
+    BM25,
+    RANK,
+    SCHEMA,
+    SCHEMA_VERSION,
+    Hit,
+    grant_of,
+    hash_secret,
+    load,
+    member_of,
+    memory_of,
+    priv_text,
 )
-
-SCHEMA_VERSION: Final = 1
-# BM25 column weights: a record's own words, then its context (for an episode, the words of
-# the episode written just before it in the same memory: in a conversation the answer is often
-# the turn after the one that repeats the question).
-_RANK: Final = f"bm25(1.0, {CONTEXT_WEIGHT})"
-_BM25: Final = f"bm25(record_fts, 1.0, {CONTEXT_WEIGHT})"
-
-_SCHEMA: Final = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS members (id TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
-  admin INTEGER NOT NULL, created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS groups (id TEXT PRIMARY KEY, name TEXT NOT NULL,
-  created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS memberships (group_id TEXT NOT NULL, member_id TEXT NOT NULL,
-  PRIMARY KEY (group_id, member_id));
-CREATE INDEX IF NOT EXISTS memberships_member ON memberships(member_id);
-CREATE TABLE IF NOT EXISTS credentials (id TEXT PRIMARY KEY, member_id TEXT NOT NULL,
-  secret_hash TEXT NOT NULL, label TEXT NOT NULL, created_at INTEGER NOT NULL,
-  revoked INTEGER NOT NULL DEFAULT 0);
-CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, name TEXT NOT NULL,
-  description TEXT NOT NULL, parent_id TEXT, restricted INTEGER NOT NULL, provider TEXT NOT NULL,
-  created_by TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
-  principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
-  UNIQUE (memory_id, principal));
-CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, ref_name TEXT NOT NULL,
-  author TEXT NOT NULL, idempotency_key TEXT NOT NULL, created_at TEXT NOT NULL,
-  doc BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
-CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
-  protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
-  updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
-  data BLOB NOT NULL);
-CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
-  memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
-  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
-  context_src TEXT);
-CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
-CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_context ON records(context_src);
-CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
-CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
-  memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
-  invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version));
-CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
-CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
-  memory_id TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
-CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
-CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, context,
-  tokenize='{FTS5_TOKENIZE}');
-CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
-CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
-  active INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
-  media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
-  created_at INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
-CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
-  key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
-  PRIMARY KEY (principal, scope, key));
-CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
-  created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
-CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
-"""
-
-
-def load(data: bytes | str) -> Any:
-    """Parse JSON this service wrote itself with :func:`canonical.encode`.
-
-    The strict decoder guards untrusted input; these bytes never came from a client directly
-    (bodies were validated before they were encoded), and recall reads many of them.
-    """
-    return json.loads(data)
-
-
-def _priv_text(privs: Iterable[str]) -> str:
-    s = set(privs)
-    return ",".join(p for p in PRIVILEGES if p in s)
-
-
-def _privs(text: str) -> frozenset[str]:
-    return frozenset(p for p in text.split(",") if p in ALL_PRIVILEGES)
-
-
-def _memory(row: sqlite3.Row) -> Memory:
-    return Memory(row["id"], row["name"], row["description"], row["parent_id"],
-                  bool(row["restricted"]), row["provider"], row["created_by"],
-                  row["created_at"], row["updated_at"])
-
-
-def _member(row: sqlite3.Row) -> Member:
-    return Member(row["id"], row["name"], row["type"], bool(row["admin"]), row["created_at"])
-
-
-def _grant(row: sqlite3.Row) -> Grant:
-    return Grant(row["id"], row["memory_id"], row["principal"], _privs(row["privileges"]),
-                 row["created_at"])
-
-
-def hash_secret(secret: str) -> str:
-    """Credentials are random 256-bit secrets, so one SHA-256 pass is the right hash."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 class SqliteStore:
@@ -172,16 +68,28 @@ class SqliteStore:
             self._db.execute("PRAGMA cache_size=-65536")
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
-            self._db.executescript(_SCHEMA)
+            self._db.executescript(SCHEMA)
+            self._upgrade()
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
-            self._db.execute("INSERT INTO record_fts(record_fts, rank) "
-                             "VALUES ('rank', ?)", (_RANK,))
+            rank = self._db.execute("SELECT v FROM record_fts_config WHERE k='rank'").fetchone()
+            if rank is None or rank[0] != RANK:  # set once, not on every open
+                self._db.execute("INSERT INTO record_fts(record_fts, rank) "
+                                 "VALUES ('rank', ?)", (RANK,))
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
         self._in_tx = False
+
+    def _upgrade(self) -> None:
+        """Add projection columns that data directories made by older builds lack (their
+        values are re-derived by ``pal admin rebuild``)."""
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(records)")}
+        for column in ("context_src", "thread", "when_at"):
+            if column not in have:
+                self._db.execute(f"ALTER TABLE records ADD COLUMN {column} TEXT")
+        self._db.execute("CREATE INDEX IF NOT EXISTS records_context ON records(context_src)")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -203,11 +111,22 @@ class SqliteStore:
             self._in_tx = True
             try:
                 yield
+            except sqlite3.Error as exc:
+                # Disk full, I/O error, lock lost: nothing of this write stays, and the edge
+                # sees memory_unavailable rather than an unexplained failure.
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.execute("ROLLBACK")
+                raise unavailable(f"the store could not complete the write: {exc}") from exc
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             else:
-                self._db.execute("COMMIT")
+                try:
+                    self._db.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        self._db.execute("ROLLBACK")
+                    raise unavailable(f"the store could not commit: {exc}") from exc
             finally:
                 self._in_tx = False
 
@@ -222,6 +141,8 @@ class SqliteStore:
             self._in_tx = True
             try:
                 yield
+            except sqlite3.Error as exc:
+                raise unavailable(f"the store could not complete the read: {exc}") from exc
             finally:
                 self._in_tx = False
                 self._db.execute("COMMIT")
@@ -259,12 +180,12 @@ class SqliteStore:
 
     def members(self) -> list[Member]:
         """All members, oldest first."""
-        return [_member(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
+        return [member_of(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
 
     def member(self, member_id: str) -> Member | None:
         """One member or ``None``."""
         row = self._one("SELECT * FROM members WHERE id=?", (member_id,))
-        return _member(row) if row else None
+        return member_of(row) if row else None
 
     def insert_group(self, g: Group) -> None:
         """Add a group."""
@@ -326,11 +247,11 @@ class SqliteStore:
     # --- tree and grants ------------------------------------------------------------------
     def all_memories(self) -> list[Memory]:
         """Every memory (the tree is small next to the records)."""
-        return [_memory(r) for r in self._q("SELECT * FROM memories")]
+        return [memory_of(r) for r in self._q("SELECT * FROM memories")]
 
     def all_grants(self) -> list[Grant]:
         """Every explicit grant."""
-        return [_grant(r) for r in self._q("SELECT * FROM grants")]
+        return [grant_of(r) for r in self._q("SELECT * FROM grants")]
 
     def insert_memory(self, m: Memory) -> None:
         """Add a node."""
@@ -347,13 +268,24 @@ class SqliteStore:
         self.bump_tree()
 
     def delete_memories(self, ids: Sequence[str]) -> None:
-        """Remove nodes with everything they hold: grants, history, projections, docs."""
+        """Remove nodes with everything they hold: grants, history (on every ref), bodies,
+        file bytes, projections, docs."""
+        files: set[str] = set()
         for mid in ids:
             for r in self._q("SELECT n, id FROM records WHERE memory_id=?", (mid,)):
                 self._x("DELETE FROM record_fts WHERE rowid=?", (r["n"],))
-            digests = [r["body_digest"] for r in self._q(
-                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))]
+            digests = {r["body_digest"] for r in self._q(
+                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))}
+            for r in self._q("SELECT doc FROM changesets WHERE memory_id=?", (mid,)):
+                for op in load(r["doc"]).get("ops", ()):
+                    digest = (op.get("payload") or {}).get("body_digest")
+                    if isinstance(digest, str):
+                        digests.add(digest)  # bodies of unmerged refs too
             for d in digests:
+                found = self.body(d)
+                if found is not None:
+                    files.update(p["file"]["id"] for p in load(found[1]).get("content", ())
+                                 if p.get("type") == "file" and isinstance(p.get("file"), dict))
                 self._x("DELETE FROM bodies WHERE digest=?", (d,))
             for table in ("records", "versions", "changesets", "refs", "grants", "edges",
                           "memory_counts"):
@@ -361,6 +293,8 @@ class SqliteStore:
             self._x("DELETE FROM docs WHERE memory_id=?", (mid,))
             self._x("DELETE FROM idempotency WHERE scope=?", (mid,))
             self._x("DELETE FROM memories WHERE id=?", (mid,))
+        for fid in files:
+            self.delete_file(fid)
         self.bump_tree()
 
     def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
@@ -383,11 +317,11 @@ class SqliteStore:
                         (g.memory_id, g.principal))
         if row is not None:
             self._x("UPDATE grants SET privileges=? WHERE id=?",
-                    (_priv_text(g.privileges), row["id"]))
+                    (priv_text(g.privileges), row["id"]))
             g = Grant(row["id"], g.memory_id, g.principal, g.privileges, row["created_at"])
         else:
             self._x("INSERT INTO grants VALUES (?,?,?,?,?)",
-                    (g.id, g.memory_id, g.principal, _priv_text(g.privileges), g.created_at))
+                    (g.id, g.memory_id, g.principal, priv_text(g.privileges), g.created_at))
         self.bump_tree()
         return g
 
@@ -480,7 +414,8 @@ class SqliteStore:
                         body_digest: str, written_at: str, written_by: str, extra: str,
                         changeset_id: str, standing: bool, fts_text: str,
                         edges: Sequence[tuple[str, str]] = (), existing: int | None = None,
-                        was_forgotten: bool = False) -> None:
+                        was_forgotten: bool = False, thread: str | None = None,
+                        when: str | None = None) -> None:
         """Apply a new version: supersede the previous one, move the record, reindex."""
         if version > 1:
             self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
@@ -493,9 +428,10 @@ class SqliteStore:
             context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
                 "INSERT INTO records (id, memory_id, type, version, status, written_at, "
-                "body_digest, standing, context_src) VALUES (?,?,?,?,?,?,?,?,?)",
+                "body_digest, standing, context_src, thread, when_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 (record_id, memory_id, type, version, "active", written_at, body_digest,
-                 int(standing), prev["id"] if prev is not None else None))
+                 int(standing), prev["id"] if prev is not None else None, thread, when))
             n = cur.lastrowid
             self._count(memory_id, 1)
         else:
@@ -503,8 +439,8 @@ class SqliteStore:
             if was_forgotten:
                 self._count(memory_id, 1)
             self._x("UPDATE records SET version=?, status='active', written_at=?, "
-                    "body_digest=?, standing=? WHERE n=?",
-                    (version, written_at, body_digest, int(standing), n))
+                    "body_digest=?, standing=?, thread=?, when_at=? WHERE n=?",
+                    (version, written_at, body_digest, int(standing), thread, when, n))
             row = self._one("SELECT context FROM record_fts WHERE rowid=?", (n,))
             context = row["context"] if row is not None else ""  # kept as first written
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
@@ -561,6 +497,24 @@ class SqliteStore:
                 self._x("UPDATE record_fts SET context=? WHERE rowid=?",
                         (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
         return digests
+
+    def projection_fingerprint(self) -> str:
+        """A digest of every projection row (records, versions, index text, edges, counts),
+        independent of row numbers, so a rebuild can prove it reproduced the same state."""
+        h = hashlib.sha256()
+        queries = (
+            "SELECT r.id, r.memory_id, r.type, r.version, r.status, r.written_at, "
+            "r.body_digest, r.standing, r.context_src, r.thread, r.when_at, f.text, f.context "
+            "FROM records r LEFT JOIN record_fts f ON f.rowid = r.n ORDER BY r.id",
+            "SELECT * FROM versions ORDER BY record_id, version",
+            "SELECT src, dst, rel, memory_id FROM edges ORDER BY src, dst, rel",
+            "SELECT memory_id, active FROM memory_counts WHERE active != 0 ORDER BY memory_id",
+        )
+        for sql in queries:
+            for row in self._db.execute(sql):
+                h.update(repr(tuple(row)).encode("utf-8"))
+            h.update(b"\x00")
+        return h.hexdigest()
 
     def compact_after_erase(self) -> None:
         """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
@@ -649,7 +603,7 @@ class SqliteStore:
 
     def search(self, match: str, memory_ids: Sequence[str], statuses: Sequence[str],  # noqa: PLR0917
                types: Sequence[str] | None, limit: int, offset: int = 0,
-               bound: int | None = None) -> list[tuple[int, float, str]]:
+               bound: int | None = None) -> list[Hit]:
         """BM25 over the text index, restricted to records of ``memory_ids`` with a status in
         ``statuses`` (and a type in ``types``): ``(row number, score, analysed text)``, best
         first. With ``bound``, only the newest ``bound`` matches are ranked (terms too common
@@ -671,16 +625,22 @@ class SqliteStore:
             rows = self._q(f"SELECT f.rowid AS n, f.rank AS s {base} "
                            f"ORDER BY f.rank LIMIT ? OFFSET ?", (*args, limit, offset))
         else:
-            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, {_BM25} AS s "  # noqa: S608
+            rows = self._q(f"SELECT n, s FROM (SELECT f.rowid AS n, {BM25} AS s "  # noqa: S608
                            f"{base} ORDER BY f.rowid DESC LIMIT ?) ORDER BY s LIMIT ?",
                            (*args, bound, limit))
         if not rows:
             return []
         marks = ",".join("?" * len(rows))
-        texts = {r["rowid"]: r["text"] for r in self._q(
-            f"SELECT rowid, text FROM record_fts WHERE rowid IN ({marks})",  # noqa: S608
+        more = {r["n"]: r for r in self._q(
+            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, r.when_at AS when_at "  # noqa: S608
+            f"FROM record_fts f JOIN records r ON r.n = f.rowid WHERE f.rowid IN ({marks})",
             [r["n"] for r in rows])}
-        return [(int(r["n"]), -float(r["s"]), texts.get(r["n"], "")) for r in rows]
+        out = []
+        for r in rows:
+            m = more.get(r["n"])
+            out.append(Hit(int(r["n"]), -float(r["s"]), m["text"] if m else "",
+                           m["thread"] if m else None, m["when_at"] if m else None))
+        return out
 
     def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
         """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
@@ -792,4 +752,4 @@ class SqliteStore:
             "rowid DESC", (kind, memory_id))]
 
 
-__all__ = ["SqliteStore", "hash_secret", "load"]
+__all__ = ["Hit", "SqliteStore", "hash_secret", "load"]

@@ -1,0 +1,201 @@
+"""Speed of the memory service over HTTP: remember throughput and recall p50/p99.
+
+Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8]``
+
+For each size a fresh data directory is seeded in-process with the same bulk importer as
+``bench/service_inprocess.py`` (changesets of 1,000 ``add_record`` ops through the service's own
+write path, 50 memories under one root), then a real ``pal serve`` is started on it and driven
+over loopback HTTP with keep-alive connections:
+
+- ``recall`` at the root (51 memories in reach) and at one leaf, 2–3 word ``text`` queries drawn
+  from stored records, ``limit`` 8, one client: p50 and p99 latency per request;
+- ``remember`` throughput with ``--clients`` concurrent clients (each write one changeset, one
+  transaction, one ``Idempotency-Key``), and with one client;
+- same-run baselines: the HTTP floor (``GET /v1/uhp``, authentication and routing only) and,
+  after the server stops, :meth:`MemoryService.remember` in-process on the same store.
+
+Wall-clock rates depend on what else the machine runs, so the server's CPU time during the
+remember phase is read from ``/proc`` too: writes per CPU-second is what one free core would
+sustain.
+
+Prints one JSON document. Numbers go to docs/benchmarks.md. The 1M-record in-process recall is
+``bench/service_inprocess.py`` (the service core's benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import httpx
+
+from palimpsest.service import MemoryService
+
+
+def _inprocess() -> ModuleType:
+    path = Path(__file__).with_name("service_inprocess.py")
+    spec = importlib.util.spec_from_file_location("service_inprocess", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+INPROC = _inprocess()
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "palimpsest.cli.main", "serve", "--data-dir", str(data_dir),
+         "--port", "0", "--json"], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        raise SystemExit("pal serve did not start")
+    return proc, json.loads(line)["url"]
+
+
+def _latencies(client: httpx.Client, method: str, path: str, bodies: list[Any]) -> list[float]:
+    for body in bodies[:20]:  # warm connections and the page cache
+        client.request(method, path, json=body)
+    out = []
+    for body in bodies:
+        t0 = time.perf_counter()
+        response = client.request(method, path, json=body)
+        out.append((time.perf_counter() - t0) * 1000)
+        if response.status_code != 200:
+            raise SystemExit(f"{path}: {response.status_code} {response.text[:200]}")
+    return out
+
+
+def _summary(lat: list[float]) -> dict[str, Any]:
+    return {"p50_ms": round(statistics.median(lat), 2), "p99_ms": round(pct(lat, 0.99), 2),
+            "requests": len(lat)}
+
+
+def _remember_rate(url: str, token: str, mid: str, *, clients: int, total: int,
+                   rng: random.Random) -> float:
+    per = total // clients
+    texts = [[" ".join(INPROC.words(rng, 20)) for _ in range(per)] for _ in range(clients)]
+    failures: list[str] = []
+    start = threading.Barrier(clients + 1)
+
+    def work(i: int) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                          timeout=60) as client:
+            client.get("/v1/uhp")
+            start.wait()
+            for n, text in enumerate(texts[i]):
+                response = client.post(f"/v1/memories/{mid}/records", json={"content": text},
+                                       headers={"Idempotency-Key": f"bench-{i}-{n}-{rng.random()}"})
+                if response.status_code != 200:
+                    failures.append(response.text[:200])
+                    return
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - t0
+    if failures:
+        raise SystemExit(f"remember failed: {failures[0]}")
+    return per * clients / elapsed
+
+
+def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any]:
+    rng = random.Random(size)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "data"
+        svc = MemoryService(data_dir)
+        made = svc.bootstrap_owner()
+        assert made is not None
+        owner, token = made
+        caller = svc.caller(owner.id)
+        t0 = time.perf_counter()
+        root, leaves, samples = INPROC.seed(svc, caller, size, rng)
+        seeded = time.perf_counter() - t0
+        svc.close()
+        qs = INPROC.queries(rng, samples or ["w1 w2"], n_queries)
+        proc, url = _serve(data_dir)
+        try:
+            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                              timeout=60) as client:
+                floor = _latencies(client, "GET", "/v1/uhp", [None] * n_queries)
+                bodies = [{"text": q, "limit": 8} for q in qs]
+                cpu0 = _cpu_seconds(proc.pid)
+                root_lat = _latencies(client, "POST", f"/v1/memories/{root}/recall", bodies)
+                cpu1 = _cpu_seconds(proc.pid)
+                leaf_lat = _latencies(client, "POST", f"/v1/memories/{leaves[0]}/recall", bodies)
+                cpu2 = _cpu_seconds(proc.pid)
+            # Mean server CPU per recall (the 20 warm-up requests of each phase included).
+            root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
+            leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
+            cpu0 = _cpu_seconds(proc.pid)
+            concurrent = _remember_rate(url, token, leaves[1], clients=clients, total=n_writes,
+                                        rng=rng)
+            server_cpu = _cpu_seconds(proc.pid) - cpu0
+            single = _remember_rate(url, token, leaves[2], clients=1, total=n_writes // 2, rng=rng)
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+        with MemoryService(data_dir) as again:
+            inproc_wall, inproc_cpu = INPROC.time_remember(again, again.caller(owner.id),
+                                                           leaves[3], rng, n_writes)
+    return {
+        "records": size, "memories": INPROC.MEMORIES + 1,
+        "seed_records_per_s": round(size / seeded),
+        "http_floor_get_uhp": _summary(floor),
+        "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
+        "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
+        "remember_http_per_s": round(concurrent), "remember_http_clients": clients,
+        # What one core of the server sustains: writes per CPU-second of the server process
+        # (parsing, auth, validation, the facade, SQLite), independent of other load.
+        "remember_http_per_server_cpu_s": round(n_writes / server_cpu) if server_cpu else None,
+        "remember_http_single_client_per_s": round(single),
+        "baseline_remember_inprocess_per_s": round(inproc_wall),
+        "baseline_remember_inprocess_per_cpu_s": round(inproc_cpu),
+        "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--writes", type=int, default=2000)
+    parser.add_argument("--clients", type=int, default=8)
+    args = parser.parse_args()
+    results = [run(int(s), args.queries, args.writes, args.clients)
+               for s in args.sizes.split(",")]
+    print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,
+                      "results": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
