@@ -160,7 +160,8 @@ def _rarest(
         if item == best and not skipped:
             skipped = True
             continue
-        clauses.append(_posting_clause(item[0], item[1]))
+        # One primary-key probe per candidate of the rarest list, no materialised ID list.
+        clauses.append(f"EXISTS (SELECT 1 FROM {item[0]} WHERE {item[1]} = ? AND id = r.id)")  # noqa: S608
         args.append(item[2])
     return best, " AND ".join(clauses), tuple(args)
 
