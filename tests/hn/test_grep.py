@@ -213,3 +213,17 @@ def test_cli_grep_has_no_query_mode(repo: pygit2.Repository) -> None:
 def test_cli_exactly_one_pattern(repo: pygit2.Repository) -> None:
     assert pal(Path(repo.workdir), "grep").returncode == 1
     assert pal(Path(repo.workdir), "grep", "a", "b").returncode == 1
+
+
+def test_topic_filter_narrows_the_scan_and_the_work(
+    repo: pygit2.Repository, alice: Identity
+) -> None:
+    pattern = b"q" * (MAX_INSTRUCTIONS - 4)
+    units = WORK_LIMIT // MAX_INSTRUCTIONS
+    remember(repo, alice, "z" * units, topics=("big",))  # alone over the work limit
+    small = remember(repo, alice, "small stream note", topics=("small",))
+    with pytest.raises(InvalidInput, match="grep work"):
+        _grep(repo, pattern)
+    assert _grep(repo, pattern, topic=["small"])["matched"] == 0
+    assert _ids(_grep(repo, "stream", topic=["small"])) == [small.memory_id]
+    assert _grep(repo, "stream", topic=["big"])["matched"] == 0

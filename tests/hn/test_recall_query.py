@@ -191,7 +191,7 @@ def test_strict_json_request() -> None:
         b'{"version":0,"atCommit":"' + HEAD.encode() + b'","extra":1}',
         b'{"version":0,"version":0,"atCommit":"' + HEAD.encode() + b'"}',
         b'{"version":0,"atCommit":"' + HEAD.encode() + b'"} {}',
-        b'\xff',
+        b"\xff",
     ],
 )
 def test_strict_json_request_refusals(text: bytes) -> None:

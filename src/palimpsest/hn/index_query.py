@@ -160,7 +160,8 @@ def _rarest(
         if item == best and not skipped:
             skipped = True
             continue
-        clauses.append(_posting_clause(item[0], item[1]))
+        # One primary-key probe per candidate of the rarest list, no materialised ID list.
+        clauses.append(f"EXISTS (SELECT 1 FROM {item[0]} WHERE {item[1]} = ? AND id = r.id)")  # noqa: S608
         args.append(item[2])
     return best, " AND ".join(clauses), tuple(args)
 
@@ -210,23 +211,41 @@ def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
                 raise IndexTampered("groups")
             total += int(values[7])
         return total
-    row = index.conn.execute(
-        f"SELECT coalesce(sum(r.search_units), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
-        sel.args,
-    ).fetchone()
+    if sel.postings:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
+        row = index.conn.execute(
+            f"SELECT coalesce(sum(r.search_units), 0) FROM {table} d"  # noqa: S608
+            f" CROSS JOIN rows r INDEXED BY rows_by_id ON r.id = d.id WHERE d.{key} = ? AND {rest}",
+            (value, *rest_args),
+        ).fetchone()
+    else:
+        row = index.conn.execute(
+            f"SELECT coalesce(sum(r.search_units), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
+            sel.args,
+        ).fetchone()
     return int(row[0])
 
 
 def scan_fields(index: MemoryIndex, sel: Selection) -> Iterator[tuple[str, int, bytes]]:
     """``(id, data_bytes, fields JSON)`` of every eligible row in recall order (for grep).
 
+    With topic, term or path filters only the rarest posting list's rows are read.
     Unverified: grep re-checks the rows it returns against their MAC-verified JSON.
     """
-    sql = (
-        f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk WHERE {sel.where}"  # noqa: S608
-        " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
-    )
-    for mid, data_bytes, fields in index.conn.execute(sql, sel.args):
+    if sel.postings:
+        (table, key, value), rest, rest_args = _rarest(index, sel)
+        sql = (
+            f"SELECT r.id, r.data_bytes, r.fields FROM {table} d CROSS JOIN rows r"  # noqa: S608
+            f" ON r.id = d.id WHERE d.{key} = ? AND {rest}{_ORDER}"
+        )
+        args: tuple[Any, ...] = (value, *rest_args)
+    else:
+        sql = (
+            f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk"  # noqa: S608
+            f" WHERE {sel.where}{_ORDER}"
+        )
+        args = sel.args
+    for mid, data_bytes, fields in index.conn.execute(sql, args):
         yield str(mid), int(data_bytes), bytes(fields)
 
 

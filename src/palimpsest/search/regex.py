@@ -265,9 +265,7 @@ def decode_pattern(raw: bytes) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            "regex pattern is not valid UTF-8", code="regex-invalid-utf8"
-        ) from exc
+        raise InvalidInput("regex pattern is not valid UTF-8", code="regex-invalid-utf8") from exc
 
 
 @dataclass(frozen=True, slots=True)
