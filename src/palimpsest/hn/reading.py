@@ -17,6 +17,7 @@ import pygit2
 from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
+from palimpsest.hn.index import IndexContext, StaleIndex, open_index
 from palimpsest.hn.recall_query import RecallRequest, request_from_value
 from palimpsest.hn.show import find_memory
 
@@ -62,14 +63,27 @@ def request_at(repo: pygit2.Repository, value: dict[str, Any]) -> RecallRequest:
     return request_from_value(body)
 
 
-def writers_of(repo: pygit2.Repository, envelope_json: bytes) -> list[dict[str, str]]:
-    """``[{memoryId, actor, actorName}]`` for each memory of a recall/grep envelope, in page
-    order, taken from the verified signed envelopes (the index rows carry only the actor ID)."""
+def writers_of(
+    repo: pygit2.Repository, request: RecallRequest, envelope_json: bytes
+) -> list[dict[str, str]]:
+    """``[{memoryId, actor, actorName}]`` for each memory of a recall/grep page, in page order,
+    from the signed envelopes (index rows carry only the actor ID).
+
+    The envelopes come from the index of the request's context (just brought up to date by the
+    recall), each hash and signature checked again; a damaged index falls back to verifying the
+    refs in full.
+    """
     page = [m["id"] for m in json.loads(envelope_json)["memories"]]
     if not page:
         return []
-    wanted = set(page)
-    names = {m.memory_id: m.envelope for m in store.collect(repo) if m.memory_id in wanted}
+    context = IndexContext(request.at_commit, request.subject, request.path)
+    try:
+        with open_index(repo, context) as index:
+            found = index.memories(page)
+    except StaleIndex:
+        wanted = set(page)
+        found = [m for m in store.collect(repo) if m.memory_id in wanted]
+    names = {m.memory_id: m.envelope for m in found}
     return [
         {"memoryId": mid, "actor": names[mid].actor, "actorName": names[mid].actor_name}
         for mid in page

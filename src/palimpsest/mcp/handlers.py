@@ -375,7 +375,7 @@ def _recall_page(env: ToolEnv, args: dict[str, Any], grep: bool) -> render.Verba
     else:
         result = recall.recall(repo, request)
     envelope = result.to_json()
-    writers = {"writers": reading.writers_of(repo, envelope)}
+    writers = {"writers": reading.writers_of(repo, request, envelope)}
     return render.verbatim(envelope, encode(writers))
 
 
