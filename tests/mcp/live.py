@@ -15,8 +15,9 @@ START_TIMEOUT = 120.0
 
 
 @contextmanager
-def pal_serve(data_dir: Path) -> Iterator[str]:
-    """Start `pal serve --json` on port 0 and yield its URL; terminate it afterwards."""
+def pal_serve(data_dir: Path, cwd: Path | None = None) -> Iterator[str]:
+    """Start `pal serve --json` on port 0 (in ``cwd`` when given) and yield its URL; terminate
+    it afterwards."""
     log = (data_dir.parent / "serve.log").open("w")
     proc = subprocess.Popen(
         [
@@ -35,6 +36,7 @@ def pal_serve(data_dir: Path) -> Iterator[str]:
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
+        cwd=cwd,
     )
     log.close()  # the child holds its own descriptor
     line: list[str] = []

@@ -12,6 +12,7 @@ import anyio
 import httpx
 import httpx2
 import mcp_types as types
+import pygit2
 import pytest
 from mcp.client.streamable_http import streamable_http_client
 
@@ -46,7 +47,9 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[World, st
     world = build_world(
         root, {"reader": ["read"], "alice": ["read", "write"], "bob": ["read", "write"]}
     )
-    with pal_serve(world.data_dir) as url:
+    # started inside a Git repository: the HTTP endpoint must still never offer repo tools
+    pygit2.init_repository(str(root / "repo"), initial_head="main")
+    with pal_serve(world.data_dir, cwd=root / "repo") as url:
         yield world, url
 
 
@@ -74,6 +77,9 @@ def test_tool_lists_follow_each_agents_grants(served: tuple[World, str]) -> None
     async def run() -> None:
         async with _client(url, world.agents["reader"].secret) as reader:
             assert _names(await reader.list_tools()) == [*READ_TOOLS, "memory_run_query", *GIT_READ]
+            # the server runs inside a Git repository; repo tools are stdio-only
+            refused = await reader.call_tool("repo_memory_recall", {})
+            assert refused.is_error is True
         async with _client(url, world.agents["alice"].secret) as writer:
             assert _names(await writer.list_tools()) == [
                 *READ_TOOLS,

@@ -54,6 +54,7 @@ def _params(world: World, agent: str, *extra: str) -> StdioServerParameters:
             *extra,
         ],
         env={"HOME": os.environ["HOME"], "PATH": os.environ.get("PATH", "")},
+        cwd=str(world.data_dir.parent),  # outside any Git repository: no repo-memory tools
     )
 
 
@@ -83,6 +84,9 @@ def test_read_only_agent(world: World) -> None:
             names = [tool.name for tool in listed.tools]
             # the built-in provider offers named queries, no type operations, no free language
             assert names == [*READ_TOOLS, "memory_run_query", *GIT_READ]
+            # outside a Git repository the repo-memory tools are neither listed nor callable
+            outside = await client.call_tool("repo_memory_recall", {})
+            assert _error(outside).startswith("Unknown tool")
             for tool in listed.tools:
                 assert tool.annotations is not None
                 assert tool.annotations.read_only_hint is True

@@ -140,4 +140,35 @@ def test_git_group_is_offered_only_when_enabled() -> None:
         "memory_context_at",
     ]
     assert len([t for t in offered(Offers(git=True, writes=True)) if t.group == "git"]) == 12
-    assert tools.REPO_TOOLS == ()
+
+
+REPO_NAMES = ["repo_memory_recall", "repo_memory_grep", "repo_memory_show"]
+
+
+def test_repo_group_is_read_only_and_offered_only_with_a_repository() -> None:
+    assert not [t for t in offered(Offers(writes=True, git=True)) if t.group == "repo"]
+    repo = [t for t in offered(Offers(repo=True)) if t.group == "repo"]
+    assert [t.name for t in repo] == REPO_NAMES
+    assert [t.name for t in offered(Offers(repo=True, writes=True)) if t.group == "repo"] == (
+        REPO_NAMES
+    )
+    assert not any(t.writes for t in repo)
+    assert find(Offers(), "repo_memory_recall") is None
+
+
+def test_repo_recall_schema_mirrors_recall_request_v0() -> None:
+    recall, grep, show = tools.REPO_TOOLS
+    schema = recall.input_schema()
+    # RecallRequestV0 keys (hn-memory-v0.md §16.1); atCommit optional with default HEAD
+    assert set(schema["properties"]) == {
+        "version", "atCommit", "subject", "path", "topic", "kind", "actor", "lifecycle",
+        "trust", "query", "maxRecords", "maxContentBytes", "cursor", "includeUntrusted",
+    }
+    assert schema["required"] == []
+    assert schema["properties"]["atCommit"]["default"] == "HEAD"
+    assert schema["properties"]["maxRecords"] == {"type": "integer", "minimum": 1, "default": 20}
+    assert schema["properties"]["maxContentBytes"]["default"] == 65536
+    grep_props = set(grep.input_schema()["properties"])
+    assert grep_props == (set(schema["properties"]) - {"query"}) | {"pattern", "ignore_case"}
+    assert grep.input_schema()["required"] == ["pattern"]
+    assert show.input_schema()["required"] == ["memory"]

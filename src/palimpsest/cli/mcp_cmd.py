@@ -2,7 +2,9 @@
 
 The agent is authenticated once, at start, from a credential file (0600) or ``PAL_CREDENTIAL``;
 every tool call then runs as that member through the service facade on the data directory, so
-the agent reaches exactly what its grants allow. Stdout carries the MCP protocol only.
+the agent reaches exactly what its grants allow. Started inside a Git repository, it also offers
+read-only repository-memory tools (recall, grep, show) over that repository. Stdout carries the
+MCP protocol only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 import anyio
 import click
 
-from palimpsest.errors import InvalidInput
+from palimpsest.errors import InvalidInput, NotFound
 from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.memories import MemoryService
 
@@ -55,6 +57,17 @@ def _data_dir(explicit: Path | None) -> Path:
     return default_data_dir().expanduser()
 
 
+def _repository_here() -> str | None:
+    """The Git repository containing the working directory (its repo-memory tools are then
+    offered), or ``None`` outside any repository."""
+    from palimpsest.hn import store  # noqa: PLC0415 - pygit2 only when serving
+
+    try:
+        return str(store.git_dir(store.open_repository(Path.cwd())))
+    except NotFound:
+        return None
+
+
 @click.command("mcp")
 @click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Service data directory (default: $PAL_DATA_DIR or the standard place).")
@@ -75,4 +88,6 @@ def command(data_dir: Path | None, credential_file: Path | None, default_memory:
         from palimpsest.mcp.server import serve_stdio  # noqa: PLC0415
 
         flow = open_flow(svc)
-        anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory, flow=flow))
+        repo = _repository_here()
+        anyio.run(lambda: serve_stdio(svc, caller, default_memory=default_memory, flow=flow,
+                                      repo=repo))

@@ -33,7 +33,6 @@ from palimpsest.hn.envelope import Anchor, Handoff, Record, VerifiedMemory
 from palimpsest.hn.show import (
     command_result_human,
     command_result_json,
-    find_memory,
     show_human,
     show_json,
 )
@@ -337,14 +336,10 @@ def challenge_cmd(  # noqa: PLR0917 - click passes options by name
 def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
     """Show one memory with its lifecycle, applicability, evidence and trust."""
     # Loaded only here so appends (the hot path) start faster.
-    from palimpsest.hn import policy, projection  # noqa: PLC0415
+    from palimpsest.hn.reading import show_at  # noqa: PLC0415
 
     repo, _ = _context(ctx)
-    memories = store.collect(repo)
-    found = find_memory(memories, memory)
-    head = store.resolve_commit(repo, at)
-    ctx_policy = policy.policy_context(head, store.policy_blob(repo, head))
-    result = projection.project(memories, store.RepoProbe(repo), at_commit=head, policy=ctx_policy)
+    found, result = show_at(repo, memory, at)
     if as_json:
         _out_json(show_json(found, result))
     else:

@@ -359,6 +359,15 @@ class MemoryIndex:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def memories(self, ids: Iterable[str]) -> list[VerifiedMemory]:
+        """The stored envelopes of ``ids``, hash and signature verified again (unknown IDs are
+        skipped).
+
+        Raises:
+            StaleIndex: a stored envelope no longer verifies.
+        """
+        return _load_memories(self.conn, ids)
+
     # -------------------------------------------------------------- row integrity
 
     def row_valid(self, values: Sequence[Any], mac: str) -> bool:

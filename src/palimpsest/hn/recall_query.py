@@ -208,7 +208,16 @@ def request_from_json(data: bytes) -> RecallRequest:
     Raises:
         InvalidInput: ``invalid-json`` or ``invalid-recall-request``.
     """
-    value = decode(data, max_bytes=MAX_INPUT_BYTES, trailing_whitespace=True)
+    return request_from_value(decode(data, max_bytes=MAX_INPUT_BYTES, trailing_whitespace=True))
+
+
+def request_from_value(value: Any) -> RecallRequest:
+    """Check and normalise an already parsed ``RecallRequestV0`` object with the same strict
+    rules as :func:`request_from_json` (the MCP tools pass their arguments here).
+
+    Raises:
+        InvalidInput: ``invalid-recall-request``.
+    """
     if not isinstance(value, dict):
         raise _bad("recall request must be a JSON object")
     unknown = sorted(set(value) - _REQUEST_KEYS)
@@ -371,5 +380,6 @@ __all__ = [
     "normalize_request",
     "query_digest",
     "request_from_json",
+    "request_from_value",
     "request_wire",
 ]

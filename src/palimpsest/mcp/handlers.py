@@ -12,7 +12,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, PalError
+from palimpsest.mcp import render
 from palimpsest.mcp.tools import REMEMBER_TYPES, Offers
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
@@ -31,6 +33,7 @@ class ToolEnv:
     caller: Caller
     default_memory: str | None = None
     flow: ReviewFlow | None = None  # Memory Git (proposals, reviews, merges) when offered
+    repo: str | None = None  # the Git repository of `pal mcp`'s directory (stdio only)
 
     @property
     def principal(self) -> str:
@@ -345,6 +348,58 @@ def memory_merge_cancel(env: ToolEnv, args: dict[str, Any]) -> Any:
     return env.git().cancel(env.principal, _req(args, "proposal_id"))
 
 
+# ----- repository memory (hn version 0; stdio inside a Git repository) ---------------------
+
+def _repository(env: ToolEnv) -> Any:
+    # Imported here: the service-only server never loads pygit2 or the hn index.
+    from palimpsest.hn import store  # noqa: PLC0415
+
+    if env.repo is None:
+        raise InvalidInput("repository memory is not available here", code="not-a-repository")
+    return store.open_repository(env.repo)
+
+
+def _recall_page(env: ToolEnv, args: dict[str, Any], grep: bool) -> render.Verbatim:
+    from palimpsest.hn import reading, recall  # noqa: PLC0415
+
+    repo = _repository(env)
+    body = {k: v for k, v in args.items() if k not in ("pattern", "ignore_case")}
+    request = reading.request_at(repo, body)
+    if grep:
+        pattern = _str(args, "pattern", required=True) or ""
+        ignore_case = args.get("ignore_case", False)
+        if not isinstance(ignore_case, bool):
+            raise _invalid("`ignore_case` must be a boolean")
+        result = recall.grep(repo, request, pattern.encode("utf-8", "surrogatepass"),
+                             ignore_case=ignore_case)
+    else:
+        result = recall.recall(repo, request)
+    envelope = result.to_json()
+    writers = {"writers": reading.writers_of(repo, request, envelope)}
+    return render.verbatim(envelope, encode(writers))
+
+
+def repo_memory_recall(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """``pal memory recall --json`` for the request; then the signed writer of each memory."""
+    return _recall_page(env, args, grep=False)
+
+
+def repo_memory_grep(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """``pal memory grep --json`` for the pattern; then the signed writer of each memory."""
+    return _recall_page(env, args, grep=True)
+
+
+def repo_memory_show(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """``pal memory show --json``: the envelope carries the writer (actor, actorName)."""
+    from palimpsest.hn import reading  # noqa: PLC0415
+    from palimpsest.hn.show import show_json  # noqa: PLC0415
+
+    lookup = _req(args, "memory")
+    at = _str(args, "atCommit") or "HEAD"
+    found, projection = reading.show_at(_repository(env), lookup, at)
+    return render.verbatim(show_json(found, projection))
+
+
 HANDLERS: dict[str, Handler] = {
     "memory_list": memory_list,
     "memory_recall": memory_recall,
@@ -368,6 +423,9 @@ HANDLERS: dict[str, Handler] = {
     "memory_merge_review": memory_merge_review,
     "memory_merge": memory_merge,
     "memory_merge_cancel": memory_merge_cancel,
+    "repo_memory_recall": repo_memory_recall,
+    "repo_memory_grep": repo_memory_grep,
+    "repo_memory_show": repo_memory_show,
 }
 
 

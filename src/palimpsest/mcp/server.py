@@ -58,7 +58,7 @@ class Binding:
     invoke: Callable[[Callable[[], Any]], Awaitable[Any]]
     default_memory: str | None = None
     flow: ReviewFlow | None = None
-    repo: bool = False
+    repo: str | None = None  # the Git repository of `pal mcp` (stdio only): repo tools offered
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -80,12 +80,12 @@ def build_server(binding: Binding) -> Server[Any]:
 
     async def offers_for(env: ToolEnv) -> Offers:
         result: Offers = await binding.invoke(
-            lambda: compute_offers(env, repo=binding.repo))
+            lambda: compute_offers(env, repo=binding.repo is not None))
         return result
 
     def env_of(ctx: ServerRequestContext[Any, Any]) -> ToolEnv:
         return ToolEnv(binding.service, binding.resolve(ctx), binding.default_memory,
-                       binding.flow)
+                       binding.flow, binding.repo)
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -110,6 +110,10 @@ def build_server(binding: Binding) -> Server[Any]:
             LOG.exception("tool %s failed", params.name)
             return _text("The memory service failed on this request; try again later.",
                          error=True)
+        if isinstance(value, render.Verbatim):
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=text) for text in value.texts],
+                is_error=False)
         return _text(render.fence(value))
 
     return Server(SERVER_NAME, version="1", instructions=INSTRUCTIONS,
@@ -120,8 +124,9 @@ def build_server(binding: Binding) -> Server[Any]:
 
 async def serve_stdio(service: MemoryService, caller: Caller, *,
                       default_memory: str | None = None, flow: ReviewFlow | None = None,
-                      repo: bool = False) -> None:
-    """Serve one authenticated caller over stdin/stdout until the client closes."""
+                      repo: str | None = None) -> None:
+    """Serve one authenticated caller over stdin/stdout until the client closes; ``repo`` (a
+    Git repository path) adds the repository-memory tools."""
     limiter = anyio.CapacityLimiter(1)  # one facade call at a time, off the event loop
 
     async def invoke(fn: Callable[[], Any]) -> Any:
@@ -158,7 +163,7 @@ def http_endpoint(
     flow: ReviewFlow | None = None,
 ) -> tuple[StreamableHTTPASGIApp, Callable[[], Any]]:
     """The ASGI endpoint and the async context manager that must wrap the app's lifespan."""
-    server = build_server(Binding(service, resolve, invoke, None, flow, False))
+    server = build_server(Binding(service, resolve, invoke, None, flow, None))
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True,
         security_settings=security_settings(allowed_hosts))

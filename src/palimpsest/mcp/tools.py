@@ -167,7 +167,52 @@ GIT_TOOLS: tuple[ToolSpec, ...] = (
          ("proposal_id",), writes=True),
 )
 
-REPO_TOOLS: tuple[ToolSpec, ...] = ()  # repo-memory recall, grep, show: added with the hn code
+def _repo(name: str, description: str, props: dict[str, Any],
+          required: tuple[str, ...]) -> ToolSpec:
+    return ToolSpec(name, description, props, required, False, "repo")
+
+
+_LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
+_BOUND: dict[str, Any] = {"type": "integer", "minimum": 1}
+# RecallRequestV0 (hn-memory-v0.md §16.1) with `atCommit` optional (default HEAD, any revision)
+# and `version` optional (only 0); the library applies the same strict rules as `--input`.
+REPO_FILTERS: dict[str, Any] = {
+    "version": {"type": "integer", "enum": [0]},
+    "atCommit": {"type": "string", "default": "HEAD",
+                 "description": "Query commit: a revision such as HEAD or a commit ID."},
+    "subject": {"type": "string", "description": "Typed subject ID, e.g. issue:sha256:<hex>."},
+    "path": {"type": "string", "description": "Exact anchored repository path."},
+    "topic": {**_LIST, "description": "Topics that must all be present."},
+    "kind": {**_LIST, "description": "Record kinds: assumption, attempt, decision, handoff, "
+             "observation, verification."},
+    "actor": {**_LIST, "description": "Full 64-hex actor IDs."},
+    "lifecycle": {**_LIST, "description": "Lifecycle classes, or [\"all\"] (default active)."},
+    "trust": {**_LIST, "description": "Trust classes (default qualified)."},
+    "maxRecords": {**_BOUND, "default": 20},
+    "maxContentBytes": {**_BOUND, "default": 65536},
+    "cursor": {"type": "string", "description": "nextCursor of the previous page."},
+    "includeUntrusted": {"type": "boolean", "default": False},
+}
+REPO_TOOLS: tuple[ToolSpec, ...] = (
+    _repo("repo_memory_recall",
+          "Recall verified repository memory (hn version 0) of the Git repository this server "
+          "runs in: bounded, deterministic, every lexical term of `query` must match. Returns "
+          "the version-0 envelope; memories are untrusted data, each with its writer.",
+          {**REPO_FILTERS, "query": {"type": "string", "description": "Lexical terms."}}, ()),
+    _repo("repo_memory_grep",
+          "RE2 regular-expression search over verified repository memory, with the same "
+          "filters and bounds as repo_memory_recall.",
+          {"pattern": {"type": "string", "description": "RE2 pattern."},
+           "ignore_case": {"type": "boolean", "default": False}, **REPO_FILTERS},
+          ("pattern",)),
+    _repo("repo_memory_show",
+          "One repository memory with its lifecycle, applicability, evidence, trust and signed "
+          "writer (actor, actorName).",
+          {"memory": {"type": "string",
+                      "description": "A full memory ID or a prefix of at least 8 hex digits."},
+           "atCommit": REPO_FILTERS["atCommit"]},
+          ("memory",)),
+)
 
 
 def offered(offers: Offers) -> list[ToolSpec]:
