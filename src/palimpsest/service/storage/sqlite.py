@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.service.model import Credential, Grant, Group, Member, Memory, Ref, unavailable
@@ -46,6 +46,8 @@ from palimpsest.service.storage.schema import (
     memory_of,
     priv_text,
 )
+
+MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
 
 
 class SqliteStore:
@@ -66,6 +68,10 @@ class SqliteStore:
             # Erase must not leave freed pages holding the erased bytes.
             self._db.execute("PRAGMA secure_delete=ON")
             self._db.execute("PRAGMA cache_size=-65536")
+            # Read pages through a memory map: a recall probes ~1,000 random rows of a large
+            # `records` table, and pread copies into the page cache were a third of its CPU.
+            # Writes still go through write() and fsync, so durability is unchanged.
+            self._db.execute(f"PRAGMA mmap_size={MMAP_SIZE}")
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(SCHEMA)
