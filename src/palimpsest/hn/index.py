@@ -87,6 +87,7 @@ from palimpsest.hn.projection import project
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
+MMAP_BYTES = 2_147_418_112  # SQLite's default compile-time ceiling for mmap_size
 
 
 def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
@@ -104,6 +105,11 @@ def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
         # frames) without an fsync per update; losing the last update only means re-reading it.
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Read pages through a memory map: a filtered recall probes a few thousand random pages
+        # of a file far larger than SQLite's 2 MB page cache, and a pread per page made warm
+        # queries 5-10x slower.  The file is private and replaced by rename, never truncated
+        # in place, so the mapping cannot be cut short under a reader by anything but us.
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     return conn
 
 
