@@ -25,253 +25,69 @@ schema must be exactly ours (no extra tables, views or triggers).  Every row car
 under a per-repository key kept in a separate 0600 file, so a row no verified memory backs (or a
 file planted from elsewhere) is detected when read; ``pal memory index verify`` re-derives the
 whole index and compares every row.
+
+Layout: this module opens, caches, rebuilds and refreshes the index; its schema and row format
+live in :mod:`palimpsest.hn.index_schema`, the directory and file checks in
+:mod:`palimpsest.hn.index_files`, the writes and incremental re-projection in
+:mod:`palimpsest.hn.index_write`, and the queries in :mod:`palimpsest.hn.index_query`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import os
-import re
-import secrets
 import sqlite3
-import stat
-import struct
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pygit2
 
-from palimpsest.canonical import encode
-from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
+from palimpsest.errors import Conflict, NotFound, Unavailable
 from palimpsest.hn import store
-from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
-from palimpsest.hn.policy import PolicyContext, policy_context
-from palimpsest.hn.projection import Row, dependency_wire, project, row_parts
-from palimpsest.text import word_tokens
-
-FORMAT = "pal-hn-memory-index/6"
-INDEX_NAME = "index-pal-v1.sqlite"
-KEY_NAME = "index-pal-v1.key"
-TEMP_PREFIX = ".hn-private-"
-# §16.6: in recall output these empty lists are null.
-RECALL_NIL = frozenset(
-    ("challengers", "successors", "retractions", "evidenceDetails", "dependencies", "data.evidence")
+from palimpsest.hn.envelope import VerifiedMemory
+from palimpsest.hn.index_files import (
+    check_private_file,
+    index_dir,
+    load_key,
+    side_file_ok,
+    temp_file,
 )
-LIFECYCLE_RANK = {
-    "active": 0,
-    "superseded": 1,
-    "retracted": 2,
-    "branching": 3,
-    "dependency-missing": 4,
-}
+from palimpsest.hn.index_schema import (
+    FORMAT,
+    GROUP_SQL,
+    INDEX_NAME,
+    KEY_NAME,
+    LIFECYCLE_RANK,
+    ROW_COLUMNS,
+    SCHEMA,
+    IndexContext,
+    IndexState,
+    IndexTampered,
+    StaleIndex,
+    expected_schema,
+    index_tokens,
+    recall_record,
+    row_mac,
+    row_values,
+    schema_of,
+    search_fields,
+    source_fingerprint,
+)
+from palimpsest.hn.index_write import (
+    reproject,
+    store_entries,
+    store_envelopes,
+    write_meta,
+    write_rows,
+)
+from palimpsest.hn.policy import PolicyContext, policy_context
+from palimpsest.hn.projection import project
+
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
-
-_SCHEMA = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT",
-    "CREATE TABLE sources (ref TEXT PRIMARY KEY, head TEXT NOT NULL, count INTEGER NOT NULL,"
-    " last_id TEXT NOT NULL) STRICT",
-    "CREATE TABLE entries (ref TEXT NOT NULL, sequence INTEGER NOT NULL, id TEXT NOT NULL,"
-    " commit_id TEXT NOT NULL, PRIMARY KEY (ref, sequence)) STRICT",
-    "CREATE INDEX entries_id ON entries (id)",
-    "CREATE TABLE envelopes (id TEXT PRIMARY KEY, commit_id TEXT NOT NULL, ref TEXT NOT NULL,"
-    " operation TEXT NOT NULL, target TEXT NOT NULL, payload BLOB NOT NULL,"
-    " signature TEXT NOT NULL) STRICT",
-    "CREATE INDEX envelopes_target ON envelopes (target)",
-    "CREATE TABLE rows (id TEXT PRIMARY KEY, actor TEXT NOT NULL, kind TEXT NOT NULL,"
-    " lifecycle TEXT NOT NULL, lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
-    " applicability TEXT NOT NULL, evidence TEXT NOT NULL, timestamp TEXT NOT NULL,"
-    " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
-    " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
-    " search_units INTEGER NOT NULL, json BLOB NOT NULL, deps BLOB NOT NULL,"
-    " fields BLOB NOT NULL,"
-    " mac TEXT NOT NULL) STRICT",
-    # Walks eligible rows in recall order (§16.4) whatever the other filters are.
-    "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
-    "CREATE INDEX rows_group ON rows (applicability, evidence, lifecycle_rank, trust, kind, actor,"
-    " content_bytes, data_bytes, search_units)",
-    # Lets counts driven by topic, term or path postings check each row without reading it.
-    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
-    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
-    " search_units)",
-    # Per-class totals of eligible rows, so counts never scan the whole table.
-    "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
-    " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
-    " max_data INTEGER NOT NULL, units INTEGER NOT NULL, mac TEXT NOT NULL,"
-    " PRIMARY KEY (lifecycle_rank, trust, kind, actor)) STRICT, WITHOUT ROWID",
-    "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX topics_id ON topics (id)",
-    "CREATE TABLE paths (id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (path, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX paths_id ON paths (id)",
-    "CREATE TABLE tokens (token TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (token, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX tokens_id ON tokens (id)",
-    "CREATE TABLE evidence_refs (memory TEXT NOT NULL, id TEXT NOT NULL,"
-    " PRIMARY KEY (memory, id)) WITHOUT ROWID",
-)
-
-
-# ------------------------------------------------------------------------- pure helpers
-
-
-def source_fingerprint(policy_digest: str, refs: Iterable[tuple[str, str]]) -> str:
-    """§19.2: SHA-256 over length-prefixed parts: tag, policy digest, sorted (ref, head)."""
-    digest = hashlib.sha256()
-
-    def part(text: str) -> None:
-        data = text.encode("utf-8")
-        digest.update(struct.pack(">Q", len(data)))
-        digest.update(data)
-
-    part("hn-memory-index-source-v0")
-    part(policy_digest)
-    for name, head in sorted(refs):
-        part(name)
-        part(head)
-    return "sha256:" + digest.hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class IndexContext:
-    """The projection context an index is built for (§19.4)."""
-
-    at_commit: str
-    subject: str = ""
-    path: str = ""
-
-
-# A superset of Go's word runes (letters and numbers): Python's alphanumerics.  Every code point
-# in Go's set is matched (checked exhaustively by a test), so runs found here contain every
-# word; non-ASCII runs are re-split with the exact per-rune rules of palimpsest.text.
-_ALNUM_RUNS = re.compile(r"[^\W_]+")
-
-
-def index_tokens(text: str) -> list[str]:
-    """Exactly :func:`palimpsest.text.lexical_tokens`, with a fast path for ASCII runs."""
-    out: set[str] = set()
-    for run in _ALNUM_RUNS.findall(text):
-        if run.isascii():
-            out.add(run.lower())
-        else:
-            out.update(word_tokens(run))
-    return sorted(out)
-
-
-def search_fields(data: dict[str, Any]) -> list[tuple[str, str]]:
-    """The grep surface of one record's ``data``: content, each topic, each handoff string.
-
-    Each item is ``(label, value)``; matching never crosses items (§23).
-    """
-    fields = [("content", str(data["content"]))]
-    fields += [(f"topic[{i}]", str(t)) for i, t in enumerate(data.get("topics") or ())]
-    handoff = data.get("handoff")
-    if isinstance(handoff, dict):
-        for key in ("completed", "assumptions", "blockers", "nextActions"):
-            fields += [(f"handoff.{key}[{i}]", str(v)) for i, v in enumerate(handoff[key])]
-    return fields
-
-
-def recall_record(row: Row) -> dict[str, Any]:
-    """The §19.3 index record of a row, with recall's null-for-empty lists (§16.6)."""
-    parts = row_parts(row, nil_empty=RECALL_NIL, sort_data_evidence=True)
-    data = parts["data"]
-    if not data["topics"]:
-        data["topics"] = None  # [inferred] §16.6: Go nil slice
-    return parts
-
-
-# ------------------------------------------------------------------------- file safety
-
-
-def _unsafe(message: str) -> Unavailable:
-    return Unavailable(
-        message,
-        code="index-unsafe",
-        hint="remove the path (it is a disposable cache) and run 'pal memory index rebuild'",
-    )
-
-
-def _private_dir(path: Path) -> None:
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        os.mkdir(path, 0o700)
-        info = os.lstat(path)
-    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
-        raise _unsafe(f"{path} must be a real directory, not a symlink")
-    if info.st_uid != os.geteuid():
-        raise _unsafe(f"{path} is owned by another user")
-    if stat.S_IMODE(info.st_mode) & 0o022:
-        raise _unsafe(f"{path} is writable by other users")
-    if stat.S_IMODE(info.st_mode) != 0o700:
-        os.chmod(path, 0o700)
-
-
-def index_dir(repo: pygit2.Repository) -> Path:
-    """``<git-dir>/hn/memory``, created owner-only; symlinked or foreign paths are refused."""
-    raw = Path(repo.path.rstrip("/"))
-    if raw.is_symlink():
-        raise _unsafe(f"{raw} is a symlink; refusing a symlinked git dir")
-    base = raw / "hn"
-    _private_dir(base)
-    _private_dir(base / "memory")
-    return base / "memory"
-
-
-def _check_private_file(path: Path) -> bool:
-    """True when ``path`` exists and is safe; False when absent.
-
-    Raises:
-        Unavailable: ``index-unsafe`` for symlinks, other owners, extra links or loose modes.
-    """
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return False
-    if not stat.S_ISREG(info.st_mode):
-        raise _unsafe(f"{path} is not a regular file")
-    if info.st_uid != os.geteuid():
-        raise _unsafe(f"{path} is owned by another user")
-    if info.st_nlink != 1:
-        raise _unsafe(f"{path} has other hard links")
-    if stat.S_IMODE(info.st_mode) != 0o600:
-        raise _unsafe(f"{path} must have mode 0600")
-    return True
-
-
-def _load_key(directory: Path) -> bytes:
-    path = directory / KEY_NAME
-    if _check_private_file(path):
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as handle:
-            key = handle.read(65)
-        if len(key) == 32:
-            return key
-        path.unlink()
-    key = secrets.token_bytes(32)
-    fd, tmp = _temp_file(directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(key)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return key
-
-
-def _temp_file(directory: Path) -> tuple[int, str]:
-    name = directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
-    fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    return fd, str(name)
+MMAP_BYTES = 2_147_418_112  # SQLite's default compile-time ceiling for mmap_size
 
 
 def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
@@ -289,47 +105,15 @@ def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
         # frames) without an fsync per update; losing the last update only means re-reading it.
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Read pages through a memory map: a filtered recall probes a few thousand random pages
+        # of a file far larger than SQLite's 2 MB page cache, and a pread per page made warm
+        # queries 5-10x slower.  The file is private and replaced by rename, never truncated
+        # in place, so the mapping cannot be cut short under a reader by anything but us.
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
     return conn
 
 
-_EXPECTED_SCHEMA: list[tuple[str, str, str | None]] | None = None
-
-
-def _schema_of(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
-    rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
-    return [(str(t), str(n), None if s is None else str(s)) for t, n, s in rows]
-
-
-def _expected_schema() -> list[tuple[str, str, str | None]]:
-    global _EXPECTED_SCHEMA  # noqa: PLW0603 - computed once per process
-    if _EXPECTED_SCHEMA is None:
-        conn = sqlite3.connect(":memory:")
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        _EXPECTED_SCHEMA = _schema_of(conn)
-        conn.close()
-    return _EXPECTED_SCHEMA
-
-
 # ------------------------------------------------------------------------- the index
-
-
-@dataclass(frozen=True, slots=True)
-class IndexState:
-    """What the index was built from."""
-
-    context: IndexContext
-    policy_digest: str
-    source_fingerprint: str
-    records: int
-
-
-class IndexTampered(Exception):
-    """A row or total read from the index failed its integrity check: rebuild and retry."""
-
-
-class StaleIndex(Exception):
-    """Internal: the stored index cannot be used as it is (the reason says why)."""
 
 
 class MemoryIndex:
@@ -372,59 +156,23 @@ class MemoryIndex:
 
     def row_valid(self, values: Sequence[Any], mac: str) -> bool:
         """Check the per-row HMAC over every other column of the row (:data:`ROW_COLUMNS`)."""
-        return hmac.compare_digest(_row_mac(self.key, values), mac)
-
-
-# Every column of ``rows`` but ``mac``, in table order: the HMAC covers all of them, so a
-# returned row whose filter columns or JSON were edited is detected.
-ROW_COLUMNS = (
-    "id", "actor", "kind", "lifecycle", "lifecycle_rank", "trust", "applicability", "evidence",
-    "timestamp", "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
-    "search_units", "json", "deps", "fields",
-)  # fmt: skip
-
-
-_INSERT_ROW = "INSERT INTO rows VALUES (" + ", ".join("?" * (len(ROW_COLUMNS) + 1)) + ")"  # noqa: S608
-
-
-def _row_mac(key: bytes, values: Sequence[Any]) -> str:
-    # Keyed BLAKE2b (a MAC by construction) over length-prefixed columns, in one call.
-    parts = []
-    for value in values:
-        part = value if isinstance(value, bytes) else str(value).encode("utf-8")
-        parts.append(struct.pack(">Q", len(part)))
-        parts.append(part)
-    return hashlib.blake2b(b"".join(parts), key=key, digest_size=32).hexdigest()
+        return hmac.compare_digest(row_mac(self.key, values), mac)
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
-def _side_file_ok(path: Path) -> bool:
-    """A WAL or shared-memory file beside the index must be a private regular file of ours."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return True
-    return (
-        stat.S_ISREG(info.st_mode)
-        and info.st_uid == os.geteuid()
-        and info.st_nlink == 1
-        and not stat.S_IMODE(info.st_mode) & 0o077
-    )
-
-
 def _open_existing(path: Path) -> sqlite3.Connection:
     for suffix in _SQLITE_SIDE_FILES:
-        if not _side_file_ok(Path(str(path) + suffix)):
+        if not side_file_ok(Path(str(path) + suffix)):
             raise StaleIndex(f"unsafe {suffix} file beside the index")
     try:
         conn = _connect(path)
     except sqlite3.DatabaseError as exc:
         raise StaleIndex("corrupt") from exc
     try:
-        if _schema_of(conn) != _expected_schema():
+        if schema_of(conn) != expected_schema():
             raise StaleIndex("corrupt: unexpected schema")
         meta = _meta(conn)
         if meta.get("format") != FORMAT:
@@ -551,10 +299,10 @@ def _open_index(
 ) -> MemoryIndex:
     directory = index_dir(repo)
     path = directory / INDEX_NAME
-    key = _load_key(directory)
+    key = load_key(directory)
     policy = _policy_at(repo, context.at_commit)
     refs = store.list_memory_refs(repo)
-    if not rebuild and _check_private_file(path):
+    if not rebuild and check_private_file(path):
         conn = _cached(path, key)
         if conn is None:
             try:
@@ -583,16 +331,16 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
 ) -> MemoryIndex:
     streams = {ref.name: store.load_stream(repo, ref) for ref in refs}
     memories = store.collect_from(streams.values())
-    fd, tmp = _temp_file(directory)
+    fd, tmp = temp_file(directory)
     os.close(fd)
     try:
         conn = _connect(tmp, building=True)
         conn.execute("BEGIN")
-        for statement in _SCHEMA:
+        for statement in SCHEMA:
             conn.execute(statement)
         for ref in refs:
-            _store_entries(conn, ref, streams[ref.name], replace_all=True)
-        _store_envelopes(conn, memories)
+            store_entries(conn, ref, streams[ref.name], replace_all=True)
+        store_envelopes(conn, memories)
         projection = project(
             memories,
             store.RepoProbe(repo),
@@ -601,8 +349,8 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
             subject=context.subject,
             path=context.path,
         )
-        records = _write_rows(conn, key, projection.rows, fresh=True)
-        state = _write_meta(conn, context, policy, refs, records)
+        records = write_rows(conn, key, projection.rows, fresh=True)
+        state = write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
         conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
         conn.close()
@@ -623,180 +371,6 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
         raise
     final = _connect(directory / INDEX_NAME)
     return MemoryIndex(repo, final, key, state, policy)
-
-
-def _write_meta(
-    conn: sqlite3.Connection,
-    context: IndexContext,
-    policy: PolicyContext,
-    refs: Sequence[store.MemoryRef],
-    records: int,
-) -> IndexState:
-    fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-    values = {
-        "format": FORMAT,
-        "at_commit": context.at_commit,
-        "subject": context.subject,
-        "path": context.path,
-        "policy_digest": policy.digest,
-        "source_fingerprint": fingerprint,
-        "records": str(records),
-    }
-    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
-    return IndexState(context, policy.digest, fingerprint, records)
-
-
-def _store_entries(
-    conn: sqlite3.Connection,
-    ref: store.MemoryRef,
-    stream: Sequence[VerifiedMemory],
-    *,
-    replace_all: bool,
-) -> None:
-    if replace_all:
-        conn.execute("DELETE FROM entries WHERE ref = ?", (ref.name,))
-    conn.executemany(
-        "INSERT INTO entries VALUES (?, ?, ?, ?)",
-        [(ref.name, m.envelope.sequence, m.memory_id, m.commit) for m in stream],
-    )
-    # Sequences are 1..n without gaps (verified), so the largest is the count: O(log n).
-    top = conn.execute("SELECT max(sequence) FROM entries WHERE ref = ?", (ref.name,)).fetchone()
-    total = int(top[0] or 0)
-    last = stream[-1].memory_id if stream else ""
-    if not stream:
-        row = conn.execute(
-            "SELECT id FROM entries WHERE ref = ? ORDER BY sequence DESC LIMIT 1", (ref.name,)
-        ).fetchone()
-        last = str(row[0]) if row else ""
-    conn.execute(
-        "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?)", (ref.name, ref.head, total, last)
-    )
-
-
-def _store_envelopes(conn: sqlite3.Connection, memories: Iterable[VerifiedMemory]) -> list[str]:
-    """Insert envelopes not yet stored (keeping the smallest commit ID); return new IDs."""
-    added: list[str] = []
-    for m in memories:
-        known = conn.execute("SELECT commit_id FROM envelopes WHERE id = ?", (m.memory_id,))
-        row = known.fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO envelopes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    m.memory_id,
-                    m.commit,
-                    m.ref,
-                    m.envelope.operation,
-                    m.envelope.target,
-                    m.payload,
-                    m.signature,
-                ),
-            )
-            added.append(m.memory_id)
-        elif m.commit < str(row[0]):
-            conn.execute(
-                "UPDATE envelopes SET commit_id = ?, ref = ? WHERE id = ?",
-                (m.commit, m.ref, m.memory_id),
-            )
-    return added
-
-
-def row_values(row: Row) -> tuple[Any, ...]:
-    """The stored columns of a projected row, in :data:`ROW_COLUMNS` order."""
-    record = recall_record(row)
-    data = record["data"]
-    fields = search_fields(data)
-    units = sum(len(value.encode("utf-8")) + 1 for _, value in fields)
-    return (
-        row.id,
-        row.actor,
-        row.kind,
-        row.lifecycle,
-        LIFECYCLE_RANK.get(row.lifecycle, 9),
-        row.trust,
-        row.applicability,
-        row.evidence,
-        row.timestamp,
-        row.anchor.subject,
-        row.record.applicability.subject,
-        len(encode(row.record.content)),
-        len(encode(data)),
-        units,
-        encode(record),
-        encode([dependency_wire(d) for d in row.dependencies]),
-        encode([value for _, value in fields]),  # the grep surface, in search_fields order
-    )
-
-
-GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
-_GROUP_SQL = (
-    "SELECT lifecycle_rank, trust, kind, actor, count(*), max(content_bytes), max(data_bytes),"
-    " sum(search_units) FROM rows WHERE applicability = 'applicable' AND evidence = 'resolved'"
-)
-
-
-def _refresh_groups(
-    conn: sqlite3.Connection, key: bytes, keys: Iterable[tuple[Any, ...]] | None
-) -> None:
-    """Recompute the totals of the given classes (all classes when ``keys`` is None)."""
-    if keys is None:
-        conn.execute("DELETE FROM groups")
-        found = conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4").fetchall()
-    else:
-        found = []
-        for group in set(keys):
-            conn.execute(
-                "DELETE FROM groups WHERE lifecycle_rank = ? AND trust = ? AND kind = ?"
-                " AND actor = ?",
-                group,
-            )
-            found += conn.execute(
-                _GROUP_SQL + " AND lifecycle_rank = ? AND trust = ? AND kind = ? AND actor = ?"
-                " GROUP BY 1, 2, 3, 4",
-                group,
-            ).fetchall()
-    conn.executemany(
-        "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*values, _row_mac(key, values)) for values in found],
-    )
-
-
-def _write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
-    """Write (or rewrite) rows and their postings; return how many rows are new."""
-    added = 0
-    touched: list[tuple[Any, ...]] = []
-    batch: dict[str, list[tuple[Any, ...]]] = {
-        "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
-    }  # fmt: skip
-    for row in rows:
-        if fresh:
-            added += 1
-        else:
-            old = conn.execute(
-                "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
-            ).fetchall()
-            added += not old
-            touched += old
-            for table in batch:
-                conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
-        values = row_values(row)
-        touched.append((values[4], row.trust, row.kind, row.actor))
-        batch["rows"].append((*values, _row_mac(key, values)))
-        batch["topics"] += [(row.id, t) for t in row.record.topics]
-        batch["paths"] += [(row.id, p.path) for p in row.anchor.paths]
-        text = row.record.content + "\n" + "\n".join(row.record.topics)
-        batch["tokens"] += [(t, row.id) for t in index_tokens(text)]
-        batch["evidence_refs"] += [
-            (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
-        ]
-    conn.executemany(_INSERT_ROW, batch["rows"])
-    for table in ("topics", "paths", "tokens", "evidence_refs"):
-        conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
-    _refresh_groups(conn, key, None if fresh else touched)
-    return added
-
-
-# ------------------------------------------------------------------------- incremental
 
 
 def _refresh(  # noqa: PLR0917 - internal, one call site
@@ -843,106 +417,16 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
     try:
         new_ids: list[str] = []
         for ref, suffix in changed:
-            _store_entries(conn, ref, suffix, replace_all=False)
-            new_ids += _store_envelopes(conn, suffix)
+            store_entries(conn, ref, suffix, replace_all=False)
+            new_ids += store_envelopes(conn, suffix)
         if new_ids:
-            records += _reproject(repo, conn, key, context, policy, new_ids)
-        state = _write_meta(conn, context, policy, refs, records)
+            records += reproject(repo, conn, key, context, policy, new_ids)
+        state = write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     return state
-
-
-def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[str]) -> set[str]:
-    found: set[str] = set()
-    for start in range(0, len(args), 500):
-        chunk = list(args[start : start + 500])
-        marks = ",".join("?" * len(chunk))
-        found.update(str(r[0]) for r in conn.execute(sql.format(marks=marks), chunk))
-    return found
-
-
-def _load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[VerifiedMemory]:
-    """Re-verify stored envelopes (hash and signature) before they are projected again."""
-    out: list[VerifiedMemory] = []
-    wanted = sorted(set(ids))
-    for start in range(0, len(wanted), 500):
-        chunk = wanted[start : start + 500]
-        marks = ",".join("?" * len(chunk))
-        for mid, commit, ref, payload, signature in conn.execute(
-            f"SELECT id, commit_id, ref, payload, signature FROM envelopes WHERE id IN ({marks})",  # noqa: S608
-            chunk,
-        ):
-            data = bytes(payload)
-            if memory_id(data) != mid:
-                raise StaleIndex("corrupt: stored payload does not match its ID")
-            try:
-                envelope = decode_envelope(data)
-                verify_signature(envelope, data, str(signature))
-            except InvalidInput as exc:
-                raise StaleIndex("corrupt: stored envelope failed verification") from exc
-            out.append(
-                VerifiedMemory(str(mid), str(commit), data, envelope, str(signature), str(ref))
-            )
-    return out
-
-
-def _reproject(  # noqa: PLR0917 - internal, one call site
-    repo: pygit2.Repository,
-    conn: sqlite3.Connection,
-    key: bytes,
-    context: IndexContext,
-    policy: PolicyContext,
-    new_ids: Sequence[str],
-) -> int:
-    """Re-project the rows a set of new memories can change (see the module docstring);
-    return how many rows are new."""
-    new = _load_memories(conn, new_ids)
-    affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
-    affected |= {m.envelope.target for m in new if m.envelope.target}
-    # Rows whose own relationship named a memory that just arrived, or cite it as evidence.
-    affected |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", new_ids)
-    affected |= _ids(conn, "SELECT id FROM evidence_refs WHERE memory IN ({marks})", new_ids)
-    affected = _ids(
-        conn,
-        "SELECT id FROM envelopes WHERE id IN ({marks}) AND operation IN ('record', 'supersede')",
-        sorted(affected),
-    )
-    if not affected:
-        return 0
-    ordered = sorted(affected)
-    # The memories those rows depend on: themselves, everything targeting them, their own
-    # targets, and the memories their evidence names.
-    needed = set(ordered)
-    needed |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", ordered)
-    needed |= _ids(
-        conn, "SELECT target FROM envelopes WHERE id IN ({marks}) AND target != ''", ordered
-    )
-    subset = _load_memories(conn, needed)
-    cited = {
-        e[len("memory:") :]
-        for m in subset
-        if m.memory_id in affected and m.envelope.record is not None
-        for e in m.envelope.record.evidence
-        if e.startswith("memory:")
-    }
-    extra = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", sorted(cited - needed))
-    subset += _load_memories(conn, extra)
-    projection = project(
-        subset,
-        store.RepoProbe(repo),
-        at_commit=context.at_commit,
-        policy=policy,
-        subject=context.subject,
-        path=context.path,
-    )
-    rows = [row for row in projection.rows if row.id in affected]
-    return _write_rows(conn, key, rows, fresh=False)
-
-
-# ------------------------------------------------------------------------- verify
 
 
 def verify_index(repo: pygit2.Repository) -> IndexState:
@@ -964,11 +448,11 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
     """
     directory = index_dir(repo)
     path = directory / INDEX_NAME
-    if not _check_private_file(path):
+    if not check_private_file(path):
         raise NotFound(
             "memory index missing", code="index-missing", hint="run 'pal memory index rebuild'"
         )
-    key = _load_key(directory)
+    key = load_key(directory)
     try:
         conn = _open_existing(path)
     except StaleIndex as exc:
@@ -1005,13 +489,13 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         expected = {}
         for row in projection.rows:
             values = row_values(row)
-            expected[row.id] = (values, _row_mac(key, values))
+            expected[row.id] = (values, row_mac(key, values))
         if stored != expected or meta.get("records") != str(len(expected)):
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_groups = sorted(tuple(g) for g in conn.execute("SELECT * FROM groups"))
         fresh_groups = sorted(
-            (*values, _row_mac(key, values))
-            for values in conn.execute(_GROUP_SQL + " GROUP BY 1, 2, 3, 4")
+            (*values, row_mac(key, values))
+            for values in conn.execute(GROUP_SQL + " GROUP BY 1, 2, 3, 4")
         )
         if stored_groups != fresh_groups:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
@@ -1026,6 +510,7 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
 __all__ = [
     "FORMAT",
     "INDEX_NAME",
+    "KEY_NAME",
     "LIFECYCLE_RANK",
     "ROW_COLUMNS",
     "IndexContext",

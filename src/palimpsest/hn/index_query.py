@@ -199,6 +199,45 @@ def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int,
     return int(row[0]), int(row[1])
 
 
+def posting_page(
+    index: MemoryIndex,
+    sel: Selection,
+    column: str,
+    *,
+    after: tuple[int, str, str] | None,
+    limit: int,
+) -> tuple[int, int, list[str]]:
+    """For a request with topic, term or path filters: the number of eligible rows, their
+    largest ``column``, and the IDs of the page after ``after`` in §16.4 order, in one pass.
+
+    The rarest posting list is joined to the rows once (through the covering ``rows_by_id``
+    index) instead of once to count and again to order the page; the order is applied here
+    with the same keys as :data:`_ORDER` (rank ascending, timestamp descending, ID ascending;
+    every key is ASCII, so Python's string order equals SQLite's BINARY collation).
+    """
+    (table, key, value), rest, rest_args = _rarest(index, sel)
+    found = index.conn.execute(
+        f"SELECT r.lifecycle_rank, r.timestamp, r.id, r.{column} FROM {table} d"  # noqa: S608
+        f" CROSS JOIN rows r INDEXED BY rows_by_id ON r.id = d.id WHERE d.{key} = ? AND {rest}",
+        (value, *rest_args),
+    ).fetchall()
+    biggest = max((int(row[3]) for row in found), default=0)
+    keyed = [(int(rank), str(stamp), str(mid)) for rank, stamp, mid, _ in found]
+    if after is not None:
+        rank0, stamp0, mid0 = after
+        keyed = [
+            k
+            for k in keyed
+            if k[0] > rank0
+            or (k[0] == rank0 and (k[1] < stamp0 or (k[1] == stamp0 and k[2] > mid0)))
+        ]
+    # Three stable sorts, least significant key first, give the mixed-direction order.
+    keyed.sort(key=lambda k: k[2])
+    keyed.sort(key=lambda k: k[1], reverse=True)
+    keyed.sort(key=lambda k: k[0])
+    return len(found), biggest, [k[2] for k in keyed[:limit]]
+
+
 def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
     """``Σ(fieldUTF8Bytes + 1)`` over the grep surface of every eligible row."""
     if sel.simple:
@@ -332,6 +371,7 @@ __all__ = [
     "candidates",
     "count_and_max",
     "position_after",
+    "posting_page",
     "rows_by_id",
     "scan_fields",
     "selection",

@@ -37,6 +37,7 @@ from palimpsest.hn.index_query import (
     candidates,
     count_and_max,
     position_after,
+    posting_page,
     rows_by_id,
     scan_fields,
     selection,
@@ -185,12 +186,22 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
             after = position_after(index, sel, last)
             if after is None:
                 raise _cursor_error("recall")
-        matched, biggest = count_and_max(index, sel, "content_bytes")
+        limit = request.max_records + 1
+        page_ids: list[str] | None = None
+        if sel.postings:
+            matched, biggest, page_ids = posting_page(
+                index, sel, "content_bytes", after=after, limit=limit
+            )
+        else:
+            matched, biggest = count_and_max(index, sel, "content_bytes")
         if biggest > request.max_content_bytes:
             for cand in candidates(index, sel):
                 if cand.content_bytes > request.max_content_bytes:
                     raise _too_big(cand.id, "content")
-        fetched = list(candidates(index, sel, after=after, limit=request.max_records + 1))
+        if page_ids is not None:
+            fetched = rows_by_id(index, page_ids)
+        else:
+            fetched = list(candidates(index, sel, after=after, limit=limit))
         page, truncated = _page(fetched, "content", request)
         page = [_checked(index, cand) for cand in page]
         if fetched and not page:  # the first record alone exceeds the bound: stale totals

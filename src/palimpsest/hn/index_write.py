@@ -1,0 +1,269 @@
+"""Writing the private index: sources, envelopes, rows, postings, per-class totals, and the
+incremental re-projection of the rows a few new memories can change (see
+:mod:`palimpsest.hn.index` for the rule and the property test that checks it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pygit2
+
+from palimpsest.errors import InvalidInput
+from palimpsest.hn import store
+from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
+from palimpsest.hn.index_schema import (
+    FORMAT,
+    GROUP_SQL,
+    INSERT_ROW,
+    IndexContext,
+    IndexState,
+    StaleIndex,
+    index_tokens,
+    row_mac,
+    row_values,
+    source_fingerprint,
+)
+from palimpsest.hn.policy import PolicyContext
+from palimpsest.hn.projection import Row, project
+
+
+def write_meta(
+    conn: sqlite3.Connection,
+    context: IndexContext,
+    policy: PolicyContext,
+    refs: Sequence[store.MemoryRef],
+    records: int,
+) -> IndexState:
+    fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
+    values = {
+        "format": FORMAT,
+        "at_commit": context.at_commit,
+        "subject": context.subject,
+        "path": context.path,
+        "policy_digest": policy.digest,
+        "source_fingerprint": fingerprint,
+        "records": str(records),
+    }
+    conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
+    return IndexState(context, policy.digest, fingerprint, records)
+
+
+def store_entries(
+    conn: sqlite3.Connection,
+    ref: store.MemoryRef,
+    stream: Sequence[VerifiedMemory],
+    *,
+    replace_all: bool,
+) -> None:
+    if replace_all:
+        conn.execute("DELETE FROM entries WHERE ref = ?", (ref.name,))
+    conn.executemany(
+        "INSERT INTO entries VALUES (?, ?, ?, ?)",
+        [(ref.name, m.envelope.sequence, m.memory_id, m.commit) for m in stream],
+    )
+    # Sequences are 1..n without gaps (verified), so the largest is the count: O(log n).
+    top = conn.execute("SELECT max(sequence) FROM entries WHERE ref = ?", (ref.name,)).fetchone()
+    total = int(top[0] or 0)
+    last = stream[-1].memory_id if stream else ""
+    if not stream:
+        row = conn.execute(
+            "SELECT id FROM entries WHERE ref = ? ORDER BY sequence DESC LIMIT 1", (ref.name,)
+        ).fetchone()
+        last = str(row[0]) if row else ""
+    conn.execute(
+        "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?)", (ref.name, ref.head, total, last)
+    )
+
+
+def store_envelopes(conn: sqlite3.Connection, memories: Iterable[VerifiedMemory]) -> list[str]:
+    """Insert envelopes not yet stored (keeping the smallest commit ID); return new IDs."""
+    added: list[str] = []
+    for m in memories:
+        known = conn.execute("SELECT commit_id FROM envelopes WHERE id = ?", (m.memory_id,))
+        row = known.fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO envelopes VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    m.memory_id,
+                    m.commit,
+                    m.ref,
+                    m.envelope.operation,
+                    m.envelope.target,
+                    m.payload,
+                    m.signature,
+                ),
+            )
+            added.append(m.memory_id)
+        elif m.commit < str(row[0]):
+            conn.execute(
+                "UPDATE envelopes SET commit_id = ?, ref = ? WHERE id = ?",
+                (m.commit, m.ref, m.memory_id),
+            )
+    return added
+
+
+def refresh_groups(
+    conn: sqlite3.Connection, key: bytes, keys: Iterable[tuple[Any, ...]] | None
+) -> None:
+    """Recompute the totals of the given classes (all classes when ``keys`` is None)."""
+    if keys is None:
+        conn.execute("DELETE FROM groups")
+        found = conn.execute(GROUP_SQL + " GROUP BY 1, 2, 3, 4").fetchall()
+    else:
+        found = []
+        for group in set(keys):
+            conn.execute(
+                "DELETE FROM groups WHERE lifecycle_rank = ? AND trust = ? AND kind = ?"
+                " AND actor = ?",
+                group,
+            )
+            found += conn.execute(
+                GROUP_SQL + " AND lifecycle_rank = ? AND trust = ? AND kind = ? AND actor = ?"
+                " GROUP BY 1, 2, 3, 4",
+                group,
+            ).fetchall()
+    conn.executemany(
+        "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [(*values, row_mac(key, values)) for values in found],
+    )
+
+
+def write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
+    """Write (or rewrite) rows and their postings; return how many rows are new."""
+    added = 0
+    touched: list[tuple[Any, ...]] = []
+    batch: dict[str, list[tuple[Any, ...]]] = {
+        "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
+    }  # fmt: skip
+    for row in rows:
+        if fresh:
+            added += 1
+        else:
+            old = conn.execute(
+                "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
+            ).fetchall()
+            added += not old
+            touched += old
+            for table in batch:
+                conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
+        values = row_values(row)
+        touched.append((values[4], row.trust, row.kind, row.actor))
+        batch["rows"].append((*values, row_mac(key, values)))
+        batch["topics"] += [(row.id, t) for t in row.record.topics]
+        batch["paths"] += [(row.id, p.path) for p in row.anchor.paths]
+        text = row.record.content + "\n" + "\n".join(row.record.topics)
+        batch["tokens"] += [(t, row.id) for t in index_tokens(text)]
+        batch["evidence_refs"] += [
+            (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
+        ]
+    conn.executemany(INSERT_ROW, batch["rows"])
+    for table in ("topics", "paths", "tokens", "evidence_refs"):
+        conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
+    refresh_groups(conn, key, None if fresh else touched)
+    return added
+
+
+# ------------------------------------------------------------------------- incremental
+
+
+def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(args), 500):
+        chunk = list(args[start : start + 500])
+        marks = ",".join("?" * len(chunk))
+        found.update(str(r[0]) for r in conn.execute(sql.format(marks=marks), chunk))
+    return found
+
+
+def _load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[VerifiedMemory]:
+    """Re-verify stored envelopes (hash and signature) before they are projected again."""
+    out: list[VerifiedMemory] = []
+    wanted = sorted(set(ids))
+    for start in range(0, len(wanted), 500):
+        chunk = wanted[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        for mid, commit, ref, payload, signature in conn.execute(
+            f"SELECT id, commit_id, ref, payload, signature FROM envelopes WHERE id IN ({marks})",  # noqa: S608
+            chunk,
+        ):
+            data = bytes(payload)
+            if memory_id(data) != mid:
+                raise StaleIndex("corrupt: stored payload does not match its ID")
+            try:
+                envelope = decode_envelope(data)
+                verify_signature(envelope, data, str(signature))
+            except InvalidInput as exc:
+                raise StaleIndex("corrupt: stored envelope failed verification") from exc
+            out.append(
+                VerifiedMemory(str(mid), str(commit), data, envelope, str(signature), str(ref))
+            )
+    return out
+
+
+def reproject(  # noqa: PLR0917 - internal, one call site
+    repo: pygit2.Repository,
+    conn: sqlite3.Connection,
+    key: bytes,
+    context: IndexContext,
+    policy: PolicyContext,
+    new_ids: Sequence[str],
+) -> int:
+    """Re-project the rows a set of new memories can change (see the module docstring);
+    return how many rows are new."""
+    new = _load_memories(conn, new_ids)
+    affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
+    affected |= {m.envelope.target for m in new if m.envelope.target}
+    # Rows whose own relationship named a memory that just arrived, or cite it as evidence.
+    affected |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", new_ids)
+    affected |= _ids(conn, "SELECT id FROM evidence_refs WHERE memory IN ({marks})", new_ids)
+    affected = _ids(
+        conn,
+        "SELECT id FROM envelopes WHERE id IN ({marks}) AND operation IN ('record', 'supersede')",
+        sorted(affected),
+    )
+    if not affected:
+        return 0
+    ordered = sorted(affected)
+    # The memories those rows depend on: themselves, everything targeting them, their own
+    # targets, and the memories their evidence names.
+    needed = set(ordered)
+    needed |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", ordered)
+    needed |= _ids(
+        conn, "SELECT target FROM envelopes WHERE id IN ({marks}) AND target != ''", ordered
+    )
+    subset = _load_memories(conn, needed)
+    cited = {
+        e[len("memory:") :]
+        for m in subset
+        if m.memory_id in affected and m.envelope.record is not None
+        for e in m.envelope.record.evidence
+        if e.startswith("memory:")
+    }
+    extra = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", sorted(cited - needed))
+    subset += _load_memories(conn, extra)
+    projection = project(
+        subset,
+        store.RepoProbe(repo),
+        at_commit=context.at_commit,
+        policy=policy,
+        subject=context.subject,
+        path=context.path,
+    )
+    rows = [row for row in projection.rows if row.id in affected]
+    return write_rows(conn, key, rows, fresh=False)
+
+
+# ------------------------------------------------------------------------- verify
+
+__all__ = [
+    "refresh_groups",
+    "reproject",
+    "store_entries",
+    "store_envelopes",
+    "write_meta",
+    "write_rows",
+]
