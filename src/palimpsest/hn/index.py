@@ -38,7 +38,7 @@ import contextlib
 import hmac
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,7 @@ from palimpsest.hn.index_schema import (
     source_fingerprint,
 )
 from palimpsest.hn.index_write import (
+    load_memories,
     reproject,
     store_entries,
     store_envelopes,
@@ -150,7 +151,7 @@ class MemoryIndex:
         Raises:
             StaleIndex: a stored envelope no longer verifies.
         """
-        return _load_memories(self.conn, ids)
+        return load_memories(self.conn, ids)
 
     # -------------------------------------------------------------- row integrity
 
@@ -517,6 +518,7 @@ __all__ = [
     "IndexState",
     "IndexTampered",
     "MemoryIndex",
+    "StaleIndex",
     "guarded",
     "index_dir",
     "index_tokens",

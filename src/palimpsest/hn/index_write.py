@@ -179,7 +179,7 @@ def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[str]) -> set[str]:
     return found
 
 
-def _load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[VerifiedMemory]:
+def load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[VerifiedMemory]:
     """Re-verify stored envelopes (hash and signature) before they are projected again."""
     out: list[VerifiedMemory] = []
     wanted = sorted(set(ids))
@@ -214,7 +214,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
 ) -> int:
     """Re-project the rows a set of new memories can change (see the module docstring);
     return how many rows are new."""
-    new = _load_memories(conn, new_ids)
+    new = load_memories(conn, new_ids)
     affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
     affected |= {m.envelope.target for m in new if m.envelope.target}
     # Rows whose own relationship named a memory that just arrived, or cite it as evidence.
@@ -235,7 +235,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
     needed |= _ids(
         conn, "SELECT target FROM envelopes WHERE id IN ({marks}) AND target != ''", ordered
     )
-    subset = _load_memories(conn, needed)
+    subset = load_memories(conn, needed)
     cited = {
         e[len("memory:") :]
         for m in subset
@@ -244,7 +244,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
         if e.startswith("memory:")
     }
     extra = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", sorted(cited - needed))
-    subset += _load_memories(conn, extra)
+    subset += load_memories(conn, extra)
     projection = project(
         subset,
         store.RepoProbe(repo),
@@ -260,6 +260,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
 # ------------------------------------------------------------------------- verify
 
 __all__ = [
+    "load_memories",
     "refresh_groups",
     "reproject",
     "store_entries",
