@@ -63,13 +63,13 @@ def test_text_signal_is_named_text() -> None:
 
 def test_records_of_one_conversation_support_each_other() -> None:
     # Five single-word matches in lexical order a..e; c, d and e share a conversation, so
-    # together they outrank the lone b (and the lone best match a keeps its place).
+    # their support lifts c above the lone b (and the lone best match a keeps its place).
     threads = {"a": None, "b": None, "c": "s1", "d": "s1", "e": "s1"}
     cands = [
         rank.Candidate(k, "", 5.0 - i, analyzed="tea", thread=t)
         for i, (k, t) in enumerate(threads.items())
     ]
-    assert [r.key for r in rank.rerank("tea", cands, limit=5)] == ["a", "c", "d", "e", "b"]
+    assert [r.key for r in rank.rerank("tea", cands, limit=5)] == ["a", "c", "b", "d", "e"]
     # Without threads the lexical order stands.
     plain = [rank.Candidate(c.key, "", c.lexical, analyzed="tea") for c in cands]
     assert [r.key for r in rank.rerank("tea", plain, limit=5)] == ["a", "b", "c", "d", "e"]
@@ -78,4 +78,4 @@ def test_records_of_one_conversation_support_each_other() -> None:
         rank.Candidate(c.key, "", c.lexical, attributes={"session_id": c.thread}, analyzed="tea")
         for c in cands
     ]
-    assert [r.key for r in rank.rerank("tea", attrs, limit=5)] == ["a", "c", "d", "e", "b"]
+    assert [r.key for r in rank.rerank("tea", attrs, limit=5)] == ["a", "c", "b", "d", "e"]
