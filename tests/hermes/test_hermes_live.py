@@ -81,10 +81,14 @@ def _pal(*args: str) -> dict[str, Any]:
     return value
 
 
-def _mcp_tools(server: dict[str, Any]) -> list[str]:
-    """Start the MCP server exactly as Hermes' config registers it and list its tools."""
+def _mcp_tools(server: dict[str, Any], cwd: Path) -> list[str]:
+    """Start the MCP server exactly as Hermes' config registers it and list its tools.
+
+    ``cwd`` is outside any Git repository: inside one, ``pal mcp`` also offers the repo-memory
+    tools, which this test does not exercise."""
     params = StdioServerParameters(command=server["command"], args=server["args"],
-                                   env={"HOME": os.environ["HOME"], "PATH": os.environ["PATH"]})
+                                   env={"HOME": os.environ["HOME"], "PATH": os.environ["PATH"]},
+                                   cwd=cwd)
 
     async def run() -> list[str]:
         async with Client(params) as client:
@@ -123,7 +127,7 @@ def test_hermes_0_19_0_runs_our_provider_against_pal_serve(tmp_path: Path) -> No
         assert "restart" in installed["restart"].lower()
         config = yaml.safe_load((home / "config.yaml").read_text())
         assert config["memory"]["provider"] == "palimpsest"
-        assert _mcp_tools(config["mcp_servers"]["palimpsest"]) == [
+        assert _mcp_tools(config["mcp_servers"]["palimpsest"], tmp_path) == [
             "memory_list", "memory_recall", "memory_graph", "memory_get", "memory_run_query",
             "memory_status", "memory_ref_list", "memory_log", "memory_show", "memory_diff",
             "memory_context_at"]  # the registered server runs, as the read-only agent
