@@ -211,8 +211,9 @@ def record_wire(
     return out
 
 
-def envelope_wire(envelope: Envelope) -> dict[str, Any]:
-    """The envelope in canonical key order (§3)."""
+def envelope_wire(envelope: Envelope, *, with_record: bool = True) -> dict[str, Any]:
+    """The envelope in canonical key order (§3); ``with_record=False`` leaves out the record
+    (show prints author prose only in the projection's ``data``)."""
     out: dict[str, Any] = {
         "protocol": envelope.protocol,
         "operation": envelope.operation,
@@ -225,7 +226,7 @@ def envelope_wire(envelope: Envelope) -> dict[str, Any]:
     }
     if envelope.previous:
         out["previous"] = envelope.previous
-    if envelope.record is not None:
+    if with_record and envelope.record is not None:
         out["record"] = record_wire(envelope.record)
     if envelope.target:
         out["target"] = envelope.target

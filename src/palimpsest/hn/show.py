@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, NotFound
-from palimpsest.hn.envelope import Anchor, Envelope, Record, VerifiedMemory, anchor_wire
+from palimpsest.hn.envelope import (
+    Anchor,
+    Envelope,
+    Record,
+    VerifiedMemory,
+    anchor_wire,
+    envelope_wire,
+)
 
 if TYPE_CHECKING:
     from palimpsest.hn.projection import Projection, Row
@@ -57,24 +64,7 @@ def find_memory(memories: Sequence[VerifiedMemory], query: str) -> VerifiedMemor
 
 def show_envelope_wire(envelope: Envelope) -> dict[str, Any]:
     """The envelope as show prints it: no record, and ``"signature":"valid"`` last."""
-    out: dict[str, Any] = {
-        "protocol": envelope.protocol,
-        "operation": envelope.operation,
-        "actor": envelope.actor,
-        "actorName": envelope.actor_name,
-        "publicKey": envelope.public_key,
-        "stream": envelope.stream,
-        "sequence": envelope.sequence,
-        "timestamp": envelope.timestamp,
-    }
-    if envelope.previous:
-        out["previous"] = envelope.previous
-    if envelope.target:
-        out["target"] = envelope.target
-    if envelope.reason:
-        out["reason"] = envelope.reason
-    if envelope.evidence:
-        out["evidence"] = list(envelope.evidence)
+    out = envelope_wire(envelope, with_record=False)
     out["signature"] = "valid"
     return out
 
