@@ -15,26 +15,7 @@ import pytest
 
 from mcp import Client, StdioServerParameters
 
-from .world import HOSTILE, PAL, World, build_world
-
-READ_TOOLS = ["memory_list", "memory_recall", "memory_graph", "memory_get"]
-WRITE_TOOLS = ["memory_remember", "memory_revise", "memory_forget"]
-GIT_READ = [
-    "memory_status",
-    "memory_ref_list",
-    "memory_log",
-    "memory_show",
-    "memory_diff",
-    "memory_context_at",
-]
-GIT_WRITE = [
-    "memory_branch_create",
-    "memory_changeset_create",
-    "memory_merge_propose",
-    "memory_merge_review",
-    "memory_merge",
-    "memory_merge_cancel",
-]
+from .world import GIT_READ, GIT_WRITE, HOSTILE, PAL, READ_TOOLS, WRITE_TOOLS, World, build_world
 
 
 @pytest.fixture

@@ -69,3 +69,23 @@ def build_world(root: Path, grants: dict[str, list[str]]) -> World:
         )
         world.records = {"plain": plain["id"], "hostile": hostile["id"]}
     return world
+
+# The tools each kind of grant is offered (uhp-memories.md §13, memory-git.md §12).
+READ_TOOLS = ["memory_list", "memory_recall", "memory_graph", "memory_get"]
+WRITE_TOOLS = ["memory_remember", "memory_revise", "memory_forget"]
+GIT_READ = [
+    "memory_status",
+    "memory_ref_list",
+    "memory_log",
+    "memory_show",
+    "memory_diff",
+    "memory_context_at",
+]
+GIT_WRITE = [
+    "memory_branch_create",
+    "memory_changeset_create",
+    "memory_merge_propose",
+    "memory_merge_review",
+    "memory_merge",
+    "memory_merge_cancel",
+]
