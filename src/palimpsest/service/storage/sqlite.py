@@ -4,7 +4,8 @@ With :mod:`.schema` (tables and row helpers) and :mod:`.gitstore` (Memory Git's 
 reviews and nonces, on the same connection) this package is the only place of the service that
 speaks SQL. This module keeps:
 
-- the tree, grants, members, groups and hashed credentials (server-owned structure);
+- the tree and grants (server-owned structure; members, groups and hashed credentials are in
+  :mod:`.principals`, a base class of the store);
 - the Memory Git history: ``changesets`` (immutable canonical documents, id = integrity digest)
   and ``refs`` (CAS-advanced heads), plus salted record ``bodies`` that ops name by digest;
 - the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.service.model import Credential, Grant, Group, Member, Memory, Ref, unavailable
+from palimpsest.service.model import Grant, Memory, Ref, unavailable
+from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.schema import (
     BM25,
     RANK,
@@ -42,7 +44,6 @@ from palimpsest.service.storage.schema import (
     grant_of,
     hash_secret,
     load,
-    member_of,
     memory_of,
     priv_text,
 )
@@ -50,7 +51,7 @@ from palimpsest.service.storage.schema import (
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
 
 
-class SqliteStore:
+class SqliteStore(PrincipalRows):
     """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
 
     def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
@@ -158,16 +159,6 @@ class SqliteStore:
         must write in the same transactions (use :meth:`write` / :meth:`read` around it)."""
         return self._db
 
-    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return self._db.execute(sql, args).fetchall()
-
-    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
-        return row
-
-    def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self._db.execute(sql, args).rowcount
-
     # --- meta -----------------------------------------------------------------------------
     def tree_generation(self) -> int:
         """Bumped on every change of the tree or grants (caches key on it)."""
@@ -177,78 +168,6 @@ class SqliteStore:
     def bump_tree(self) -> None:
         """Invalidate tree caches (inside a write)."""
         self._x("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tree_gen'")
-
-    # --- members, groups, credentials -----------------------------------------------------
-    def insert_member(self, m: Member) -> None:
-        """Add a member."""
-        self._x("INSERT INTO members VALUES (?,?,?,?,?)",
-                (m.id, m.name, m.type, int(m.admin), m.created_at))
-
-    def members(self) -> list[Member]:
-        """All members, oldest first."""
-        return [member_of(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
-
-    def member(self, member_id: str) -> Member | None:
-        """One member or ``None``."""
-        row = self._one("SELECT * FROM members WHERE id=?", (member_id,))
-        return member_of(row) if row else None
-
-    def insert_group(self, g: Group) -> None:
-        """Add a group."""
-        self._x("INSERT INTO groups VALUES (?,?,?)", (g.id, g.name, g.created_at))
-
-    def group(self, group_id: str) -> Group | None:
-        """One group with its members."""
-        row = self._one("SELECT * FROM groups WHERE id=?", (group_id,))
-        if row is None:
-            return None
-        ids = tuple(r["member_id"] for r in self._q(
-            "SELECT member_id FROM memberships WHERE group_id=? ORDER BY member_id",
-            (group_id,)))
-        return Group(row["id"], row["name"], row["created_at"], ids)
-
-    def groups(self) -> list[Group]:
-        """Every group."""
-        out = []
-        for r in self._q("SELECT id FROM groups ORDER BY created_at, id"):
-            g = self.group(r["id"])
-            if g is not None:
-                out.append(g)
-        return out
-
-    def set_membership(self, group_id: str, member_id: str, present: bool) -> None:
-        """Add or remove a membership (idempotent)."""
-        if present:
-            self._x("INSERT OR IGNORE INTO memberships VALUES (?,?)", (group_id, member_id))
-        else:
-            self._x("DELETE FROM memberships WHERE group_id=? AND member_id=?",
-                    (group_id, member_id))
-
-    def groups_of(self, member_id: str) -> frozenset[str]:
-        """Group ids a member belongs to."""
-        return frozenset(r["group_id"] for r in self._q(
-            "SELECT group_id FROM memberships WHERE member_id=?", (member_id,)))
-
-    def insert_credential(self, c: Credential, secret_hash: str) -> None:
-        """Store a credential by the hash of its secret."""
-        self._x("INSERT INTO credentials VALUES (?,?,?,?,?,?)",
-                (c.id, c.member_id, secret_hash, c.label, c.created_at, int(c.revoked)))
-
-    def credentials(self, member_id: str | None) -> list[Credential]:
-        """Credentials, optionally of one member."""
-        rows = self._q("SELECT * FROM credentials WHERE (? IS NULL OR member_id=?) "
-                       "ORDER BY created_at, id", (member_id, member_id))
-        return [Credential(r["id"], r["member_id"], r["created_at"], bool(r["revoked"]),
-                           r["label"]) for r in rows]
-
-    def credential_hash(self, credential_id: str) -> tuple[str, str, bool] | None:
-        """``(member_id, secret_hash, revoked)`` of a credential."""
-        r = self._one("SELECT * FROM credentials WHERE id=?", (credential_id,))
-        return (r["member_id"], r["secret_hash"], bool(r["revoked"])) if r else None
-
-    def revoke(self, credential_id: str) -> bool:
-        """Revoke; False when unknown."""
-        return self._x("UPDATE credentials SET revoked=1 WHERE id=?", (credential_id,)) > 0
 
     # --- tree and grants ------------------------------------------------------------------
     def all_memories(self) -> list[Memory]:

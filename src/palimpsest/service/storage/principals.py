@@ -1,0 +1,103 @@
+"""Rows of the server-owned principals: members, groups, memberships, hashed credentials.
+
+A base of :class:`~palimpsest.service.storage.sqlite.SqliteStore`, split out so that module
+keeps to the tree, history and projections. It runs statements on the store's connection and
+never opens a transaction itself: callers hold :meth:`SqliteStore.write` or ``read``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from palimpsest.service.model import Credential, Group, Member
+from palimpsest.service.storage.schema import member_of
+
+
+class PrincipalRows:
+    """Statement helpers over ``_db`` and the principal tables."""
+
+    _db: sqlite3.Connection
+
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self._db.execute(sql, args).fetchall()
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+        return row
+
+    def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self._db.execute(sql, args).rowcount
+
+    # --- members, groups, credentials -----------------------------------------------------
+    def insert_member(self, m: Member) -> None:
+        """Add a member."""
+        self._x("INSERT INTO members VALUES (?,?,?,?,?)",
+                (m.id, m.name, m.type, int(m.admin), m.created_at))
+
+    def members(self) -> list[Member]:
+        """All members, oldest first."""
+        return [member_of(r) for r in self._q("SELECT * FROM members ORDER BY created_at, id")]
+
+    def member(self, member_id: str) -> Member | None:
+        """One member or ``None``."""
+        row = self._one("SELECT * FROM members WHERE id=?", (member_id,))
+        return member_of(row) if row else None
+
+    def insert_group(self, g: Group) -> None:
+        """Add a group."""
+        self._x("INSERT INTO groups VALUES (?,?,?)", (g.id, g.name, g.created_at))
+
+    def group(self, group_id: str) -> Group | None:
+        """One group with its members."""
+        row = self._one("SELECT * FROM groups WHERE id=?", (group_id,))
+        if row is None:
+            return None
+        ids = tuple(r["member_id"] for r in self._q(
+            "SELECT member_id FROM memberships WHERE group_id=? ORDER BY member_id",
+            (group_id,)))
+        return Group(row["id"], row["name"], row["created_at"], ids)
+
+    def groups(self) -> list[Group]:
+        """Every group."""
+        out = []
+        for r in self._q("SELECT id FROM groups ORDER BY created_at, id"):
+            g = self.group(r["id"])
+            if g is not None:
+                out.append(g)
+        return out
+
+    def set_membership(self, group_id: str, member_id: str, present: bool) -> None:
+        """Add or remove a membership (idempotent)."""
+        if present:
+            self._x("INSERT OR IGNORE INTO memberships VALUES (?,?)", (group_id, member_id))
+        else:
+            self._x("DELETE FROM memberships WHERE group_id=? AND member_id=?",
+                    (group_id, member_id))
+
+    def groups_of(self, member_id: str) -> frozenset[str]:
+        """Group ids a member belongs to."""
+        return frozenset(r["group_id"] for r in self._q(
+            "SELECT group_id FROM memberships WHERE member_id=?", (member_id,)))
+
+    def insert_credential(self, c: Credential, secret_hash: str) -> None:
+        """Store a credential by the hash of its secret."""
+        self._x("INSERT INTO credentials VALUES (?,?,?,?,?,?)",
+                (c.id, c.member_id, secret_hash, c.label, c.created_at, int(c.revoked)))
+
+    def credentials(self, member_id: str | None) -> list[Credential]:
+        """Credentials, optionally of one member."""
+        rows = self._q("SELECT * FROM credentials WHERE (? IS NULL OR member_id=?) "
+                       "ORDER BY created_at, id", (member_id, member_id))
+        return [Credential(r["id"], r["member_id"], r["created_at"], bool(r["revoked"]),
+                           r["label"]) for r in rows]
+
+    def credential_hash(self, credential_id: str) -> tuple[str, str, bool] | None:
+        """``(member_id, secret_hash, revoked)`` of a credential."""
+        r = self._one("SELECT * FROM credentials WHERE id=?", (credential_id,))
+        return (r["member_id"], r["secret_hash"], bool(r["revoked"])) if r else None
+
+    def revoke(self, credential_id: str) -> bool:
+        """Revoke; False when unknown."""
+        return self._x("UPDATE credentials SET revoked=1 WHERE id=?", (credential_id,)) > 0
