@@ -193,13 +193,23 @@ def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for key, value in pairs:
         if key in result:
-            raise ConfigError(f"duplicate key {key!r} in the connection file")
+            raise ValueError(f"duplicate key {key!r}")
         result[key] = value
     return result
 
 
 def _reject_constant(name: str) -> Any:
-    raise ConfigError(f"{name} is not valid JSON")
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_json(data: bytes) -> Any:
+    """Parse JSON strictly: UTF-8, no duplicate keys, no NaN or Infinity (ValueError otherwise).
+
+    One parser for the connection file and the server's responses, standard library only.
+    """
+    return json.loads(
+        data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
+    )
 
 
 def load_json_file(path: Path, limit: int) -> dict[str, Any]:
@@ -212,13 +222,9 @@ def load_json_file(path: Path, limit: int) -> dict[str, Any]:
     if len(data) > limit:
         raise ConfigError(f"{path} is larger than {limit} bytes")
     try:
-        value = json.loads(
-            data.decode("utf-8"),
-            object_pairs_hook=_strict_object,
-            parse_constant=_reject_constant,
-        )
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON") from exc
+        value = decode_json(data)
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
         raise ConfigError(f"{path} must hold a JSON object")
     return value

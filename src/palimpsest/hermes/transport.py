@@ -14,7 +14,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import quote
 
-from .settings import Settings
+from .settings import Settings, decode_json
 
 
 class TransportError(RuntimeError):
@@ -31,26 +31,6 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
     ) -> None:
         return None  # a 3xx becomes an HTTPError; the credential never follows a redirect
-
-
-def _strict_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise ValueError(f"duplicate key {key!r}")
-        result[key] = value
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def decode_json(data: bytes) -> Any:
-    """Parse JSON strictly: UTF-8, no duplicate keys, no NaN or Infinity."""
-    return json.loads(
-        data.decode("utf-8"), object_pairs_hook=_strict_pairs, parse_constant=_no_constants
-    )
 
 
 def _opener(settings: Settings) -> urllib.request.OpenerDirector:
