@@ -17,8 +17,13 @@ envelope when it refuses:
    keys, NaN, lone surrogates, BOM, runaway nesting) before FastAPI's lenient parser sees it →
    422 ``memory_invalid``.
 
+5. **Fast handler** (optional, :mod:`.fastpath`): a screened request the handler recognises
+   (a well-formed ``remember``) is answered by it, with the bytes the FastAPI route would send;
+   everything else goes on to FastAPI.
+
 The guard holds no state besides its configuration and never touches the store directly:
-credentials are checked by the ``authenticate`` callable it is given.
+credentials are checked by the ``authenticate`` callable it is given (which answers a
+credential seen before from the service's cache, :meth:`MemoryService.cached_caller`).
 """
 
 from __future__ import annotations
