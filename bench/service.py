@@ -1,6 +1,6 @@
 """Speed of the memory service over HTTP: remember throughput and recall p50/p99.
 
-Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8]``
+Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8] [--repeats 3]``
 
 For each size a fresh data directory is seeded in-process with the same bulk importer as
 ``bench/service_inprocess.py`` (changesets of 1,000 ``add_record`` ops through the service's own
@@ -122,7 +122,13 @@ def _time_keyed(svc: MemoryService, caller: Any, mid: str, rng: random.Random,
     return n / (time.perf_counter() - t0), n / (time.thread_time() - c0)
 
 
-def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any]:
+def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
+    middle = statistics.median(r[key] for r in runs)
+    return round(middle, digits) if digits else round(middle)
+
+
+def run(size: int, n_queries: int, n_writes: int, clients: int,
+        repeats: int) -> dict[str, Any]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
@@ -151,14 +157,14 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
             root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
             leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
             _remember_rate(url, token, leaves[2], clients=2, total=100, seed=0)  # warm up
-            cpu0 = _cpu_seconds(proc.pid)
-            concurrent = _remember_rate(url, token, leaves[1], clients=clients, total=n_writes,
-                                        seed=1)
-            server_cpu = _cpu_seconds(proc.pid) - cpu0
-            cpu0 = _cpu_seconds(proc.pid)
-            single = _remember_rate(url, token, leaves[2], clients=1, total=n_writes // 2,
-                                    seed=2)
-            single_cpu = _cpu_seconds(proc.pid) - cpu0
+            runs: dict[int, list[dict[str, float]]] = {clients: [], 1: []}
+            for rep in range(repeats):  # interleaved, so a burst of other load hits both
+                for n_clients, total in ((clients, n_writes), (1, n_writes // 2)):
+                    cpu0 = _cpu_seconds(proc.pid)
+                    one = _remember_rate(url, token, leaves[1 if n_clients > 1 else 2],
+                                         clients=n_clients, total=total, seed=1 + rep)
+                    one["server_cpu_ms"] = (_cpu_seconds(proc.pid) - cpu0) * 1000 / one["writes"]
+                    runs[n_clients].append(one)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
@@ -173,14 +179,18 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
         "http_floor_get_uhp": _summary(floor),
         "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
         "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
-        "remember_http_per_s": round(concurrent["per_s"]), "remember_http_clients": clients,
-        # Server CPU per write (parsing, auth, validation, the facade, SQLite; all threads),
-        # independent of other load; and the load generator's own CPU per write.
-        "remember_http_server_cpu_ms": round(server_cpu * 1000 / concurrent["writes"], 3),
-        "remember_http_client_cpu_ms": round(concurrent["client_cpu_ms"], 3),
-        "remember_http_single_client_per_s": round(single["per_s"]),
-        "remember_http_single_client_server_cpu_ms": round(
-            single_cpu * 1000 / single["writes"], 3),
+        # Medians over --repeats runs (every run listed after). Server CPU per write: parsing,
+        # auth, validation, the facade, SQLite, all threads — independent of other load; the
+        # load generator's own CPU per write beside it.
+        "remember_http_per_s": _median(runs[clients], "per_s", 0),
+        "remember_http_clients": clients,
+        "remember_http_server_cpu_ms": _median(runs[clients], "server_cpu_ms", 3),
+        "remember_http_client_cpu_ms": _median(runs[clients], "client_cpu_ms", 3),
+        "remember_http_single_client_per_s": _median(runs[1], "per_s", 0),
+        "remember_http_single_client_server_cpu_ms": _median(runs[1], "server_cpu_ms", 3),
+        "remember_http_runs": {str(k): [{"per_s": round(r["per_s"]),
+                                         "server_cpu_ms": round(r["server_cpu_ms"], 3)}
+                                        for r in v] for k, v in runs.items()},
         "baseline_remember_inprocess_per_s": round(inproc_wall),
         "baseline_remember_inprocess_per_cpu_s": round(inproc_cpu),
         # the same with an Idempotency-Key per write, as every HTTP write here carries
@@ -196,8 +206,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3, help="remember runs (median kept)")
     args = parser.parse_args()
-    results = [run(int(s), args.queries, args.writes, args.clients)
+    results = [run(int(s), args.queries, args.writes, args.clients, args.repeats)
                for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,
                       "results": results}, indent=2))
