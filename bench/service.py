@@ -1,6 +1,6 @@
 """Speed of the memory service over HTTP: remember throughput and recall p50/p99.
 
-Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8]``
+Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8] [--repeats 3]``
 
 For each size a fresh data directory is seeded in-process with the same bulk importer as
 ``bench/service_inprocess.py`` (changesets of 1,000 ``add_record`` ops through the service's own
@@ -9,14 +9,17 @@ over loopback HTTP with keep-alive connections:
 
 - ``recall`` at the root (51 memories in reach) and at one leaf, 2–3 word ``text`` queries drawn
   from stored records, ``limit`` 8, one client: p50 and p99 latency per request;
-- ``remember`` throughput with ``--clients`` concurrent clients (each write one changeset, one
-  transaction, one ``Idempotency-Key``), and with one client;
+- ``remember`` throughput with ``--clients`` concurrent connections, and with one: each write
+  its own ``Idempotency-Key`` and its own changeset (concurrent writes may share a
+  transaction: group commit, ``service/grouped.py``). The load comes from
+  ``bench/http_load.py`` in a separate process — pre-built requests on keep-alive sockets, so
+  the client costs a few percent of what the server does (its CPU per write is reported);
+  httpx clients in threads cost about as much CPU as the server and measured the client;
 - same-run baselines: the HTTP floor (``GET /v1/uhp``, authentication and routing only) and,
   after the server stops, :meth:`MemoryService.remember` in-process on the same store.
 
 Wall-clock rates depend on what else the machine runs, so the server's CPU time during the
-remember phase is read from ``/proc`` too: writes per CPU-second is what one free core would
-sustain.
+remember phase is read from ``/proc`` too (server CPU per write, all its threads).
 
 Prints one JSON document. Numbers go to docs/benchmarks.md. The 1M-record in-process recall is
 ``bench/service_inprocess.py`` (the service core's benchmark).
@@ -33,7 +36,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -97,38 +99,36 @@ def _summary(lat: list[float]) -> dict[str, Any]:
 
 
 def _remember_rate(url: str, token: str, mid: str, *, clients: int, total: int,
-                   rng: random.Random) -> float:
-    per = total // clients
-    texts = [[" ".join(INPROC.words(rng, 20)) for _ in range(per)] for _ in range(clients)]
-    failures: list[str] = []
-    start = threading.Barrier(clients + 1)
-
-    def work(i: int) -> None:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
-                          timeout=60) as client:
-            client.get("/v1/uhp")
-            start.wait()
-            for n, text in enumerate(texts[i]):
-                response = client.post(f"/v1/memories/{mid}/records", json={"content": text},
-                                       headers={"Idempotency-Key": f"bench-{i}-{n}-{rng.random()}"})
-                if response.status_code != 200:
-                    failures.append(response.text[:200])
-                    return
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    t0 = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - t0
-    if failures:
-        raise SystemExit(f"remember failed: {failures[0]}")
-    return per * clients / elapsed
+                   seed: int) -> dict[str, float]:
+    """Remembers per second from ``bench/http_load.py`` in its own process (keep-alive
+    sockets, pre-built requests: a client that costs the server's cores little), with the
+    client's own CPU time per write."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("http_load.py")), url, token, mid,
+         "--clients", str(clients), "--writes", str(total), "--seed", str(seed)],
+        check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout)
+    return {"per_s": result["writes"] / result["seconds"], "writes": result["writes"],
+            "client_cpu_ms": result["client_cpu_s"] * 1000 / result["writes"]}
 
 
-def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any]:
+def _time_keyed(svc: MemoryService, caller: Any, mid: str, rng: random.Random,
+                n: int) -> tuple[float, float]:
+    """In-process remembers with an idempotency key each: per wall second, per CPU second."""
+    texts = [" ".join(INPROC.words(rng, 20)) for _ in range(n)]
+    t0, c0 = time.perf_counter(), time.thread_time()
+    for i, text in enumerate(texts):
+        svc.remember(caller, mid, {"content": text}, idempotency_key=f"inproc-{i}")
+    return n / (time.perf_counter() - t0), n / (time.thread_time() - c0)
+
+
+def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
+    middle = statistics.median(r[key] for r in runs)
+    return round(middle, digits) if digits else round(middle)
+
+
+def run(size: int, n_queries: int, n_writes: int, clients: int,
+        repeats: int) -> dict[str, Any]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
@@ -156,30 +156,46 @@ def run(size: int, n_queries: int, n_writes: int, clients: int) -> dict[str, Any
             # Mean server CPU per recall (the 20 warm-up requests of each phase included).
             root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
             leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
-            cpu0 = _cpu_seconds(proc.pid)
-            concurrent = _remember_rate(url, token, leaves[1], clients=clients, total=n_writes,
-                                        rng=rng)
-            server_cpu = _cpu_seconds(proc.pid) - cpu0
-            single = _remember_rate(url, token, leaves[2], clients=1, total=n_writes // 2, rng=rng)
+            _remember_rate(url, token, leaves[2], clients=2, total=100, seed=0)  # warm up
+            runs: dict[int, list[dict[str, float]]] = {clients: [], 1: []}
+            for rep in range(repeats):  # interleaved, so a burst of other load hits both
+                for n_clients, total in ((clients, n_writes), (1, n_writes // 2)):
+                    cpu0 = _cpu_seconds(proc.pid)
+                    one = _remember_rate(url, token, leaves[1 if n_clients > 1 else 2],
+                                         clients=n_clients, total=total, seed=1 + rep)
+                    one["server_cpu_ms"] = (_cpu_seconds(proc.pid) - cpu0) * 1000 / one["writes"]
+                    runs[n_clients].append(one)
         finally:
             proc.terminate()
             proc.wait(timeout=60)
         with MemoryService(data_dir) as again:
             inproc_wall, inproc_cpu = INPROC.time_remember(again, again.caller(owner.id),
                                                            leaves[3], rng, n_writes)
+            keyed_wall, keyed_cpu = _time_keyed(again, again.caller(owner.id), leaves[4], rng,
+                                                n_writes)
     return {
         "records": size, "memories": INPROC.MEMORIES + 1,
         "seed_records_per_s": round(size / seeded),
         "http_floor_get_uhp": _summary(floor),
         "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
         "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
-        "remember_http_per_s": round(concurrent), "remember_http_clients": clients,
-        # What one core of the server sustains: writes per CPU-second of the server process
-        # (parsing, auth, validation, the facade, SQLite), independent of other load.
-        "remember_http_per_server_cpu_s": round(n_writes / server_cpu) if server_cpu else None,
-        "remember_http_single_client_per_s": round(single),
+        # Medians over --repeats runs (every run listed after). Server CPU per write: parsing,
+        # auth, validation, the facade, SQLite, all threads — independent of other load; the
+        # load generator's own CPU per write beside it.
+        "remember_http_per_s": _median(runs[clients], "per_s", 0),
+        "remember_http_clients": clients,
+        "remember_http_server_cpu_ms": _median(runs[clients], "server_cpu_ms", 3),
+        "remember_http_client_cpu_ms": _median(runs[clients], "client_cpu_ms", 3),
+        "remember_http_single_client_per_s": _median(runs[1], "per_s", 0),
+        "remember_http_single_client_server_cpu_ms": _median(runs[1], "server_cpu_ms", 3),
+        "remember_http_runs": {str(k): [{"per_s": round(r["per_s"]),
+                                         "server_cpu_ms": round(r["server_cpu_ms"], 3)}
+                                        for r in v] for k, v in runs.items()},
         "baseline_remember_inprocess_per_s": round(inproc_wall),
         "baseline_remember_inprocess_per_cpu_s": round(inproc_cpu),
+        # the same with an Idempotency-Key per write, as every HTTP write here carries
+        "baseline_remember_inprocess_keyed_per_s": round(keyed_wall),
+        "baseline_remember_inprocess_keyed_cpu_ms": round(1000 / keyed_cpu, 3),
         "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
     }
 
@@ -190,8 +206,9 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3, help="remember runs (median kept)")
     args = parser.parse_args()
-    results = [run(int(s), args.queries, args.writes, args.clients)
+    results = [run(int(s), args.queries, args.writes, args.clients, args.repeats)
                for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,
                       "results": results}, indent=2))

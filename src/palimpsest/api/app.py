@@ -26,6 +26,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
+from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
 from palimpsest.api.schemas import SCHEMAS
@@ -41,6 +42,8 @@ class ApiConfig:
 
     guard: GuardConfig = field(default_factory=GuardConfig)
     title: str = "Palimpsest memory service"
+    # remember answered without FastAPI's machinery (api/fastpath.py); same bytes either way
+    fast_paths: bool = True
 
 
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
@@ -65,9 +68,15 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     app.state.runner = run
 
     async def authenticate(token: str) -> Caller:
+        # A credential seen before, with nothing about principals changed since, needs no
+        # trip to the service thread (one read of the stored generation).
+        cached = svc.cached_caller(token)
+        if cached is not None:
+            return cached
         return await run.run(svc.authenticate, token)
 
-    app.add_middleware(Guard, config=config.guard, authenticate=authenticate)
+    app.add_middleware(Guard, config=config.guard, authenticate=authenticate,
+                       fast=remember_fast_path(svc, run) if config.fast_paths else None)
     _install_error_handlers(app)
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)

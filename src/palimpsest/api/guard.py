@@ -17,8 +17,13 @@ envelope when it refuses:
    keys, NaN, lone surrogates, BOM, runaway nesting) before FastAPI's lenient parser sees it →
    422 ``memory_invalid``.
 
+5. **Fast handler** (optional, :mod:`.fastpath`): a screened request the handler recognises
+   (a well-formed ``remember``) is answered by it, with the bytes the FastAPI route would send;
+   everything else goes on to FastAPI.
+
 The guard holds no state besides its configuration and never touches the store directly:
-credentials are checked by the ``authenticate`` callable it is given.
+credentials are checked by the ``authenticate`` callable it is given (which answers a
+credential seen before from the service's cache, :meth:`MemoryService.cached_caller`).
 """
 
 from __future__ import annotations
@@ -66,15 +71,19 @@ class GuardConfig:
 
 # authenticate(token) -> principal; runs off the event loop (it may touch the store).
 Authenticate = Callable[[str], Awaitable[Any]]
+# fast(scope, headers, body, receive, send) -> True when it answered a screened request itself
+FastPath = Callable[[Scope, dict[str, str], bytes, Receive, Send], Awaitable[bool]]
 
 
 class Guard:
     """ASGI middleware applying :class:`GuardConfig` and the credential check."""
 
-    def __init__(self, app: ASGIApp, *, config: GuardConfig, authenticate: Authenticate) -> None:
+    def __init__(self, app: ASGIApp, *, config: GuardConfig, authenticate: Authenticate,
+                 fast: FastPath | None = None) -> None:
         self.app = app
         self.config = config
         self.authenticate = authenticate
+        self.fast = fast  # a hot route answered without the framework (api/fastpath.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -112,6 +121,9 @@ class Guard:
             refusal = _check_json(headers, body)
             if refusal is not None:
                 await send_error(refusal, send)
+                return
+            if self.fast is not None and await self.fast(scope, headers, body,
+                                                         _replay(body, receive), send):
                 return
         await self.app(scope, _replay(body, receive), send)
 
@@ -240,4 +252,5 @@ async def send_error(error: ApiError, send: Send) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "Guard", "GuardConfig", "Limits", "send_error"]
+__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "FastPath", "Guard", "GuardConfig", "Limits",
+           "send_error"]

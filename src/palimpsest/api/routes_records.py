@@ -45,8 +45,8 @@ _FILENAME_FALLBACK = re.compile(r"[^A-Za-z0-9._-]")
 async def remember(memory_id: MemoryId, body: wire.Remember, ctx: Context,
                    idempotency_key: IdempotencyKey = None) -> Response:
     """State a record; ``written_by`` is stamped from the credential."""
-    doc = await ctx.run.run(ctx.svc.remember, ctx.caller, memory_id, wire.dump(body),
-                            idempotency_key=idempotency_key)
+    doc = await ctx.run.remember(ctx.svc, ctx.caller, memory_id, wire.dump(body),
+                                 idempotency_key)
     # A reviewed memory answers an agent's write with a pending proposal (docs/memory-git.md).
     return json_response(doc, 202 if doc.get("object") == "memory.pending_review" else 200)
 

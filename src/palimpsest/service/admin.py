@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from typing import Final
 
 from palimpsest.errors import Forbidden, NotFound
 from palimpsest.service import wire
@@ -96,14 +97,46 @@ def authenticate(core: Core, secret: str) -> Caller:
         raise refuse
     cred_id = f"{parts[1]}_{parts[2]}"
     with core.store.read():
+        generation = core.store.principals_generation()
         found = core.store.credential_hash(cred_id)
         if found is None:
             hmac.compare_digest(hash_secret(secret), hash_secret(""))  # same work either way
             raise refuse
         member_id, stored, revoked = found
-        if not hmac.compare_digest(stored, hash_secret(secret)) or revoked:
+        digest = hash_secret(secret)
+        if not hmac.compare_digest(stored, digest) or revoked:
             raise refuse
-        return core.caller_for(member_id)
+        caller = core.caller_for(member_id)
+    if len(_cache(core)) >= AUTH_CACHE_SIZE:
+        _cache(core).clear()
+    _cache(core)[digest] = (generation, caller)
+    return caller
+
+
+def cached_caller(core: Core, secret: str) -> Caller | None:
+    """The caller of a secret that :func:`authenticate` accepted, if nothing about members,
+    groups or credentials changed since (any process: the stored generation is re-read each
+    time); ``None`` means "authenticate it". Takes no store lock and never waits, so an event
+    loop may call it. Only accepted secrets are kept, under their SHA-256."""
+    if not isinstance(secret, str) or len(secret) > 200:
+        return None
+    cache = _cache(core)
+    entry = cache.get(hash_secret(secret))
+    if entry is None:
+        return None
+    generation = core.store.peek_principals_generation()
+    if generation != entry[0]:
+        if generation is not None:
+            cache.clear()  # stale: a credential, member or group changed
+        return None
+    return entry[1]
+
+
+AUTH_CACHE_SIZE: Final = 4096
+
+
+def _cache(core: Core) -> dict[str, tuple[int, Caller]]:
+    return core.auth_cache
 
 
 def bootstrap_owner(core: Core, name: str) -> tuple[Member, str] | None:
@@ -115,5 +148,5 @@ def bootstrap_owner(core: Core, name: str) -> tuple[Member, str] | None:
     return m, secret
 
 
-__all__ = ["authenticate", "bootstrap_owner", "create_group", "create_member", "get_member",
-           "issue_credential", "revoke_credential", "set_membership"]
+__all__ = ["authenticate", "bootstrap_owner", "cached_caller", "create_group", "create_member",
+           "get_member", "issue_credential", "revoke_credential", "set_membership"]

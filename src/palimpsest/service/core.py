@@ -90,6 +90,8 @@ class Core:
         self._views_of: Tree | None = None
         self._df: dict[str, int] = {}
         self._df_at = time.monotonic()
+        # secret SHA-256 -> (principals generation, caller): see admin.cached_caller
+        self.auth_cache: dict[str, tuple[int, Caller]] = {}
 
     # --- time -----------------------------------------------------------------------------
     def now_ms(self) -> int:

@@ -28,15 +28,16 @@ Methods without a ``caller`` (members, groups, credentials, rebuild) are operato
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import extras, gitlog, providers, records, tree
+from palimpsest.service import extras, gitlog, grouped, providers, records, tree
 from palimpsest.service.core import Core
 from palimpsest.service.gitreview import ReviewedWrites
 from palimpsest.service.gitsetup import open_flow
+from palimpsest.service.grouped import RememberCall
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -135,6 +136,13 @@ class MemoryService:
                 revoked secret. Comparison is constant-time on the stored hash.
         """
         return admin_mod.authenticate(self._core, secret)
+
+    def cached_caller(self, secret: str) -> Caller | None:
+        """The caller of a secret :meth:`authenticate` accepted before, when no member, group,
+        membership or credential changed since (checked against the store on every call, so a
+        revocation by ``pal admin`` in another process counts at once); ``None`` means "call
+        :meth:`authenticate`". Never waits on the store lock: an event loop may call it."""
+        return admin_mod.cached_caller(self._core, secret)
 
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
@@ -246,6 +254,18 @@ class MemoryService:
             return gate.write(f"member:{caller.member.id}", memory_id, body,
                               idempotency_key=idempotency_key or f"auto-{uuid.uuid4()}")
         return records.remember(self._core, caller, memory_id, body, idempotency_key)
+
+    def remember_many(self, calls: Sequence[RememberCall]) -> list[Wire | Exception]:
+        """Several :meth:`remember` calls at once, grouped into one transaction where that
+        changes nothing a caller can see (:mod:`palimpsest.service.grouped`): each write keeps
+        its own changeset, idempotency and outcome, and every outcome is returned only once
+        it is durable. Returns each call's result or the error that call raised, in order."""
+        def solo(call: RememberCall) -> Wire:
+            return self.remember(call.caller, call.memory_id, call.body,
+                                 idempotency_key=call.idempotency_key)
+
+        return grouped.remember_group(self._core, self._review_gate().requires_review, solo,
+                                      calls)
 
     def _review_gate(self) -> ReviewedWrites:
         if self._reviewed is None:

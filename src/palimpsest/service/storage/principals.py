@@ -8,7 +8,9 @@ never opens a transaction itself: callers hold :meth:`SqliteStore.write` or ``re
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from palimpsest.service.model import Credential, Group, Member
@@ -19,6 +21,9 @@ class PrincipalRows:
     """Statement helpers over ``_db`` and the principal tables."""
 
     _db: sqlite3.Connection
+    _db_path: Path
+    _peek: sqlite3.Connection | None
+    _peek_lock: threading.Lock
 
     def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         return self._db.execute(sql, args).fetchall()
@@ -29,6 +34,32 @@ class PrincipalRows:
 
     def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
         return self._db.execute(sql, args).rowcount
+
+    # --- the principals generation ---------------------------------------------------------
+    def principals_generation(self) -> int:
+        """Bumped (by triggers) on every change of members, groups, memberships or
+        credentials, whichever process made it."""
+        row = self._one("SELECT value FROM meta WHERE key='principals_gen'")
+        return int(row["value"]) if row else 0
+
+    def peek_principals_generation(self) -> int | None:
+        """:meth:`principals_generation` read without the store lock, on a second, read-only
+        connection that never waits (WAL readers do not wait for the writer): safe to call
+        from an event loop while the service thread writes. ``None`` when the read did not
+        succeed at once; the caller then takes the ordinary path."""
+        with self._peek_lock:
+            try:
+                if self._peek is None:
+                    self._peek = sqlite3.connect(
+                        f"{self._db_path.absolute().as_uri()}?mode=ro",
+                        uri=True,
+                        isolation_level=None, check_same_thread=False, timeout=0)
+                # fetchall steps the statement to its end, so no read snapshot stays open.
+                rows = self._peek.execute(
+                    "SELECT value FROM meta WHERE key='principals_gen'").fetchall()
+            except sqlite3.Error:
+                return None
+        return int(rows[0][0]) if rows else None
 
     # --- members, groups, credentials -----------------------------------------------------
     def insert_member(self, m: Member) -> None:

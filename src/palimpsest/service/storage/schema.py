@@ -22,6 +22,16 @@ SCHEMA_VERSION: Final = 1
 RANK: Final = f"bm25(1.0, {CONTEXT_WEIGHT})"
 BM25: Final = f"bm25(record_fts, 1.0, {CONTEXT_WEIGHT})"
 
+# Any change to who a credential stands for — by this process, another (`pal admin`), or a hand
+# edit of the database — bumps meta.principals_gen in the same transaction, so a cache of
+# authenticated credentials can tell in one read whether it may still be trusted.
+PRINCIPAL_TABLES: Final = ("members", "groups", "memberships", "credentials")
+PRINCIPAL_TRIGGERS: Final = "".join(
+    f"CREATE TRIGGER IF NOT EXISTS principals_gen_{table}_{event.lower()} AFTER {event} ON "  # noqa: S608 — fixed names
+    f"{table} BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+    f"WHERE key='principals_gen'; END;\n"
+    for table in PRINCIPAL_TABLES for event in ("INSERT", "UPDATE", "DELETE"))
+
 SCHEMA: Final = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS members (id TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
@@ -81,7 +91,7 @@ CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT 
 CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
-"""
+{PRINCIPAL_TRIGGERS}"""
 
 
 def load(data: bytes | str) -> Any:

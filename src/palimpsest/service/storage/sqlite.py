@@ -80,6 +80,7 @@ class SqliteStore(PrincipalRows):
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('principals_gen', '0')")
             rank = self._db.execute("SELECT v FROM record_fts_config WHERE k='rank'").fetchone()
             if rank is None or rank[0] != RANK:  # set once, not on every open
                 self._db.execute("INSERT INTO record_fts(record_fts, rank) "
@@ -88,6 +89,9 @@ class SqliteStore(PrincipalRows):
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
         self._in_tx = False
+        self._peek: sqlite3.Connection | None = None  # see peek_principals_generation
+        self._peek_lock = threading.Lock()
+        self._db_path = data_dir / "palimpsest.db"
 
     def _upgrade(self) -> None:
         """Add projection columns that data directories made by older builds lack (their
@@ -102,6 +106,9 @@ class SqliteStore(PrincipalRows):
         """Close the connection (idempotent)."""
         with self.lock, contextlib.suppress(sqlite3.Error):
             self._db.close()
+        with self._peek_lock, contextlib.suppress(sqlite3.Error):
+            if self._peek is not None:
+                self._peek.close()
 
     # --- transactions ---------------------------------------------------------------------
     @contextmanager
@@ -153,6 +160,11 @@ class SqliteStore(PrincipalRows):
             finally:
                 self._in_tx = False
                 self._db.execute("COMMIT")
+
+    def changes(self) -> int:
+        """Rows inserted, updated or deleted on this connection so far (triggers included):
+        a write that did not move it left nothing to undo."""
+        return self._db.total_changes
 
     def connection(self) -> sqlite3.Connection:
         """The connection, for sibling SQL modules of this package (storage/gitstore.py) that
