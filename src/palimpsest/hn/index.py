@@ -55,6 +55,7 @@ from palimpsest.hn.index_files import (
     temp_file,
 )
 from palimpsest.hn.index_schema import (
+    CLASS_OF,
     FORMAT,
     GROUP_SQL,
     INDEX_NAME,
@@ -68,6 +69,8 @@ from palimpsest.hn.index_schema import (
     StaleIndex,
     expected_schema,
     index_tokens,
+    key_values,
+    posting_terms,
     recall_record,
     row_mac,
     row_values,
@@ -84,7 +87,7 @@ from palimpsest.hn.index_write import (
     write_rows,
 )
 from palimpsest.hn.policy import PolicyContext, policy_context
-from palimpsest.hn.projection import project
+from palimpsest.hn.projection import Row, project
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
@@ -500,12 +503,45 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         )
         if stored_groups != fresh_groups:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
+        if not _keys_match(conn, projection.rows, expected):
+            raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
         if stored_ids != {m.memory_id for m in memories}:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         return IndexState(context, policy.digest, fingerprint, len(expected))
     finally:
         conn.close()
+
+
+def _keys_match(
+    conn: sqlite3.Connection,
+    rows: Sequence[Row],
+    expected: dict[str, tuple[tuple[Any, ...], str]],
+) -> bool:
+    """Whether ``row_keys``, ``classes`` and the ``terms`` postings are exactly those of the
+    re-derived rows."""
+    classes = {
+        int(c): (str(t), str(k), str(a))
+        for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
+    }
+    rid_of: dict[str, int] = {}
+    for rid, mid, *rest in conn.execute("SELECT * FROM row_keys"):
+        want = expected.get(str(mid))
+        cls = int(rest[3])
+        if want is None or classes.get(cls) != tuple(want[0][i] for i in CLASS_OF):
+            return False
+        if key_values(want[0], cls) != (mid, *rest):
+            return False
+        rid_of[str(mid)] = int(rid)
+    if set(rid_of) != set(expected):
+        return False
+    wanted = {(word, rid_of[row.id]) for row in rows for word in posting_terms(row).split()}
+    conn.execute("CREATE VIRTUAL TABLE temp.terms_vocab USING fts5vocab(main, terms, instance)")
+    try:
+        posted = {(str(w), int(d)) for w, d in conn.execute("SELECT term, doc FROM terms_vocab")}
+    finally:
+        conn.execute("DROP TABLE temp.terms_vocab")
+    return posted == wanted
 
 
 __all__ = [
