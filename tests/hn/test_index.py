@@ -237,9 +237,18 @@ def test_index_of_an_older_format_is_rebuilt(
 @pytest.mark.parametrize(
     ("statements", "caught_by"),
     [
-        # A retracted row made to look active and eligible to the keys: the page's MAC-checked
-        # row disagrees with the filters, so the index is rebuilt and the answer is honest.
-        (["UPDATE row_keys SET eligible = 1, lifecycle_rank = 0"], "query"),
+        # A retracted row made to look active and eligible to the keys and postings: the page's
+        # MAC-checked row disagrees with the filters, so the index is rebuilt and the answer is
+        # honest.
+        (
+            [
+                "UPDATE row_keys SET eligible = 1, lifecycle_rank = 0, doc = (1 << 32) | rid"
+                " WHERE lifecycle_rank = 2",
+                "INSERT INTO terms (rowid, words) SELECT doc, 'w7468697264' FROM row_keys"
+                " WHERE id IN (SELECT id FROM rows WHERE lifecycle = 'retracted')",
+            ],
+            "query",
+        ),
         (["UPDATE classes SET trust = 'actor-untrusted'"], "verify"),
         # Hidden or extra postings cannot be seen from one answer; verify re-derives them.
         (["UPDATE row_keys SET eligible = 0"], "verify"),

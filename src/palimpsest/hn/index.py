@@ -524,18 +524,18 @@ def _keys_match(
         int(c): (str(t), str(k), str(a))
         for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
     }
-    rid_of: dict[str, int] = {}
-    for rid, mid, *rest in conn.execute("SELECT * FROM row_keys"):
+    doc_of: dict[str, int] = {}
+    for doc, rid, mid, *rest in conn.execute("SELECT * FROM row_keys"):
         want = expected.get(str(mid))
-        cls = int(rest[3])
+        cls = int(rest[4])
         if want is None or classes.get(cls) != tuple(want[0][i] for i in CLASS_OF):
             return False
-        if key_values(want[0], cls) != (mid, *rest):
+        if key_values(want[0], cls, int(rid)) != (doc, rid, mid, *rest):
             return False
-        rid_of[str(mid)] = int(rid)
-    if set(rid_of) != set(expected):
+        doc_of[str(mid)] = int(doc)
+    if set(doc_of) != set(expected):
         return False
-    wanted = {(word, rid_of[row.id]) for row in rows for word in posting_terms(row).split()}
+    wanted = {(word, doc_of[row.id]) for row in rows for word in posting_terms(row).split()}
     conn.execute("CREATE VIRTUAL TABLE temp.terms_vocab USING fts5vocab(main, terms, instance)")
     try:
         posted = {(str(w), int(d)) for w, d in conn.execute("SELECT term, doc FROM terms_vocab")}

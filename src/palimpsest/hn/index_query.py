@@ -16,11 +16,11 @@ stops after the page (many matches); ``rows`` is read only for the page itself.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
-from palimpsest.hn.index_schema import match_query
+from palimpsest.hn.index_schema import TRUST_CODE, doc_group, doc_range, match_query
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,10 +168,13 @@ def _key_filter(index: MemoryIndex, sel: Selection) -> tuple[str, tuple[Any, ...
     if sel.ranks:
         clauses.append(f"k.lifecycle_rank IN ({_marks(sel.ranks)})")
         args += sel.ranks
-    if sel.trusts or sel.kinds or sel.actors:
+    if sel.trusts:
+        clauses.append(f"k.trust IN ({_marks(sel.trusts)})")
+        args += [TRUST_CODE[t] for t in sel.trusts]
+    if sel.kinds or sel.actors:
         names: list[str] = []
         name_args: list[str] = []
-        for column, values in (("trust", sel.trusts), ("kind", sel.kinds), ("actor", sel.actors)):
+        for column, values in (("kind", sel.kinds), ("actor", sel.actors)):
             if values:
                 names.append(f"{column} IN ({_marks(values)})")
                 name_args += values
@@ -192,8 +195,28 @@ def _key_filter(index: MemoryIndex, sel: Selection) -> tuple[str, tuple[Any, ...
     return " AND ".join(clauses), tuple(args)
 
 
+_ALL_RANKS = tuple(range(10))  # LIFECYCLE_RANK values and 9 for anything else
+_ALL_TRUSTS = tuple(range(8))
+
+
+def _doc_ranges(sel: Selection) -> list[tuple[int, int]] | None:
+    """The ``terms`` document ID ranges holding exactly the rows that pass the eligibility,
+    lifecycle and trust filters, or None when kind, actor or subject filters need the keys."""
+    if sel.kinds or sel.actors or sel.subject:
+        return None
+    codes = sorted(TRUST_CODE[t] for t in sel.trusts) if sel.trusts else _ALL_TRUSTS
+    groups = sorted(doc_group(r, t) for r in (sel.ranks or _ALL_RANKS) for t in codes)
+    ranges: list[list[int]] = []
+    for group in groups:
+        if ranges and ranges[-1][1] == group - 1:
+            ranges[-1][1] = group
+        else:
+            ranges.append([group, group])
+    return [doc_range(first, last) for first, last in ranges]
+
+
 # The matches of ``terms`` joined to their keys (FTS5 first: CROSS JOIN fixes the order).
-_MATCHED = "terms f CROSS JOIN row_keys k ON k.rid = f.rowid"
+_MATCHED = "terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
 _KEY_ORDER = " ORDER BY k.lifecycle_rank, k.timestamp DESC, k.id"
 
 
@@ -236,10 +259,15 @@ def posting_page(
     *,
     after: tuple[int, str, str] | None,
     limit: int,
+    bound: int = -1,
 ) -> tuple[int, int, list[str]]:
-    """For a request with topic, term or path filters: the number of eligible rows, their
-    largest ``column`` (a byte size), and the IDs of up to ``limit`` rows after ``after`` in
+    """For a request with topic, term or path filters: the number of eligible rows, the largest
+    ``column`` (a byte size) among them, and the IDs of up to ``limit`` rows after ``after`` in
     §16.4 order.
+
+    When no row of the filtered classes is larger than ``bound`` (the MAC-checked per-class
+    totals say so), the class-wide largest size is returned instead of the exact one: the
+    caller only compares it with ``bound``.
 
     Raises:
         IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
@@ -248,21 +276,42 @@ def posting_page(
     if keyed is None:
         return 0, 0, []
     where, args = keyed
-    row = index.conn.execute(
-        f"SELECT count(*), coalesce(max(k.{column}), 0) FROM {_MATCHED}"  # noqa: S608
-        f" WHERE f.terms MATCH ? AND {where}",
-        (sel.match, *args),
-    ).fetchone()
-    matched, biggest = int(row[0]), int(row[1])
+    ranges = _doc_ranges(sel)
+    biggest = -1
+    if ranges is not None:
+        _, widest = count_and_max(index, replace(sel, match="", simple=True), column)
+        if widest <= bound:
+            biggest = widest
+    if biggest >= 0 and ranges is not None:
+        # Counted by FTS5 alone: the document IDs carry eligibility, rank and trust.
+        matched = 0
+        for low, high in ranges:
+            row = index.conn.execute(
+                "SELECT count(*) FROM terms WHERE terms MATCH ? AND rowid BETWEEN ? AND ?",
+                (sel.match, low, high),
+            ).fetchone()
+            matched += int(row[0])
+    else:
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(k.{column}), 0) FROM {_MATCHED}"  # noqa: S608
+            f" WHERE f.terms MATCH ? AND {where}",
+            (sel.match, *args),
+        ).fetchone()
+        matched, biggest = int(row[0]), int(row[1])
     if not matched or limit < 1:
         return matched, biggest, []
     after_sql, after_args = _after_keys(after)
     if _walks(index, sel, matched, limit):
+        docs = "SELECT rowid FROM terms WHERE terms MATCH ?"
+        doc_args: list[Any] = [sel.match]
+        if ranges is not None and len(ranges) == 1:
+            docs += " AND rowid BETWEEN ? AND ?"
+            doc_args += ranges[0]
         sql = (
             f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
-            f" AND k.rid IN (SELECT rowid FROM terms WHERE terms MATCH ?){_KEY_ORDER} LIMIT ?"
+            f" AND k.doc IN ({docs}){_KEY_ORDER} LIMIT ?"
         )
-        params: tuple[Any, ...] = (*args, *after_args, sel.match, limit)
+        params: tuple[Any, ...] = (*args, *after_args, *doc_args, limit)
     else:
         sql = (
             f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ? AND {where}{after_sql}"  # noqa: S608
@@ -378,7 +427,7 @@ def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int
         row = index.conn.execute(
             f"SELECT k.lifecycle_rank, k.timestamp, k.id FROM row_keys k"  # noqa: S608
             f" WHERE k.id = ? AND {keyed[0]}"
-            " AND k.rid IN (SELECT rowid FROM terms WHERE terms MATCH ?)",
+            " AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?)",
             (memory, *keyed[1], sel.match),
         ).fetchone()
     else:

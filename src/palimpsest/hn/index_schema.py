@@ -67,17 +67,20 @@ SCHEMA = (
     # Small integer names for (trust, kind, actor), so row keys stay narrow.
     "CREATE TABLE classes (cls INTEGER PRIMARY KEY, trust TEXT NOT NULL, kind TEXT NOT NULL,"
     " actor TEXT NOT NULL, UNIQUE (trust, kind, actor)) STRICT",
-    # One narrow row per ``rows`` row under a stable integer ``rid`` (its document in
-    # ``terms``) with every filter and order column, so a topic, term or path filter is counted
-    # and paged from ``terms`` and these keys without reading ``rows``.  Derived from ``rows``.
-    "CREATE TABLE row_keys (rid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,"
-    " eligible INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL, timestamp TEXT NOT NULL,"
-    " cls INTEGER NOT NULL, anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
+    # One narrow row per ``rows`` row with every filter and order column, so a topic, term or
+    # path filter is counted and paged from ``terms`` and these keys without reading ``rows``.
+    # ``rid`` is a stable small integer per memory; ``doc`` (its document in ``terms``) puts
+    # the row's eligibility, lifecycle rank and trust above it (:func:`doc_id`), so a count of
+    # the usual filters is a rowid range of ``terms`` alone.  Derived from ``rows``.
+    "CREATE TABLE row_keys (doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL UNIQUE,"
+    " id TEXT NOT NULL UNIQUE, eligible INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL,"
+    " trust INTEGER NOT NULL, timestamp TEXT NOT NULL, cls INTEGER NOT NULL,"
+    " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
     " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
     " search_units INTEGER NOT NULL) STRICT",
     # Walks eligible keys in recall order (§16.4): the page of a filter that matches often.
-    "CREATE INDEX row_keys_walk ON row_keys (eligible, lifecycle_rank, timestamp DESC, id, cls,"
-    " rid)",
+    "CREATE INDEX row_keys_walk ON row_keys (eligible, lifecycle_rank, timestamp DESC, id,"
+    " trust, cls, doc)",
     # Topic, lexical-term and path postings of each row (document ``rid``) as opaque ASCII
     # words (:func:`posting_terms`).  Contentless and without positions: the only question is
     # "which rows hold every one of these terms".  A row's terms come from its signed record
@@ -278,23 +281,47 @@ def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str) -> s
     return " AND ".join(f'"{w}"' for w in words)
 
 
-_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "timestamp",
+TRUST_CODE = {"qualified": 0, "actor-untrusted": 1, "kind-untrusted": 2, "policy-missing": 3}
+_OTHER_TRUST = 7
+_RID_BITS = 32
+
+
+def doc_group(rank: int, trust: int) -> int:
+    """The high part of the ``terms`` document of an eligible row of this rank and trust code
+    (0 is kept for rows that are not eligible)."""
+    return 1 + rank * 8 + trust
+
+
+def doc_id(rid: int, *, eligible: bool, rank: int, trust: int) -> int:
+    """A row's document ID in ``terms``: ``doc_group << 32 | rid`` (``rid`` < 2**32)."""
+    return (doc_group(rank, trust) if eligible else 0) << _RID_BITS | rid
+
+
+def doc_range(group: int, last: int) -> tuple[int, int]:
+    """The smallest and largest document IDs of the groups ``group..last``."""
+    return group << _RID_BITS, ((last + 1) << _RID_BITS) - 1
+
+
+_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "trust", "timestamp",
                "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
                "search_units")  # fmt: skip
 _KEY_INDEX = tuple(ROW_COLUMNS.index(c) for c in _KEY_SOURCE)
 CLASS_OF = tuple(ROW_COLUMNS.index(c) for c in ("trust", "kind", "actor"))
 
 
-def key_values(values: Sequence[Any], cls: int) -> tuple[Any, ...]:
-    """The ``row_keys`` columns after ``rid`` for stored row ``values`` of class ``cls``."""
-    mid, applicability, evidence, rank, stamp, anchor, applies, content, data, units = (
+def key_values(values: Sequence[Any], cls: int, rid: int) -> tuple[Any, ...]:
+    """The ``row_keys`` row of stored row ``values`` of class ``cls`` under ``rid``."""
+    mid, applicability, evidence, rank, trust, stamp, anchor, applies, content, data, units = (
         values[i] for i in _KEY_INDEX
     )
-    eligible = int(applicability == "applicable" and evidence == "resolved")
-    return (mid, eligible, rank, stamp, cls, anchor, applies, content, data, units)
+    eligible = applicability == "applicable" and evidence == "resolved"
+    code = TRUST_CODE.get(trust, _OTHER_TRUST)
+    doc = doc_id(rid, eligible=eligible, rank=rank, trust=code)
+    return (doc, rid, mid, int(eligible), rank, code, stamp, cls, anchor, applies, content, data,
+            units)  # fmt: skip
 
 
-INSERT_KEY = "INSERT INTO row_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+INSERT_KEY = "INSERT INTO row_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
@@ -317,10 +344,14 @@ __all__ = [
     "ROW_COLUMNS",
     "SCHEMA",
     "TEMP_PREFIX",
+    "TRUST_CODE",
     "IndexContext",
     "IndexState",
     "IndexTampered",
     "StaleIndex",
+    "doc_group",
+    "doc_id",
+    "doc_range",
     "expected_schema",
     "index_tokens",
     "key_values",

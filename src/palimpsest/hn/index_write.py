@@ -156,8 +156,8 @@ def _class_id(
 def write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
     """Write (or rewrite) rows, their keys and postings; return how many rows are new.
 
-    A rewritten row keeps its ``rid`` and its ``terms`` document (both derive from the signed
-    record, which never changes); only its projection columns and keys are replaced.
+    A rewritten row keeps its ``rid`` and its ``terms`` words (they derive from the signed
+    record, which never changes); its document moves when its eligibility, rank or trust do.
     """
     added = 0
     touched: list[tuple[Any, ...]] = []
@@ -172,25 +172,35 @@ def write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fre
         next_rid = int(top[0] or 0) + 1
     for row in rows:
         values = row_values(row)
-        old_rid = None
+        cls = _class_id(conn, known, values)
+        old = None
         if not fresh:
-            old = conn.execute(
+            touched += conn.execute(
                 "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
             ).fetchall()
-            touched += old
             conn.execute("DELETE FROM rows WHERE id = ?", (row.id,))
             conn.execute("DELETE FROM evidence_refs WHERE id = ?", (row.id,))
-            found = conn.execute("SELECT rid FROM row_keys WHERE id = ?", (row.id,)).fetchone()
-            if found is not None:
-                old_rid = int(found[0])
-                conn.execute("DELETE FROM row_keys WHERE rid = ?", (old_rid,))
-        if old_rid is None:
+            old = conn.execute("SELECT doc, rid FROM row_keys WHERE id = ?", (row.id,)).fetchone()
+        if old is None:
             added += 1
-            old_rid, next_rid = next_rid, next_rid + 1
-            terms_batch.append((old_rid, posting_terms(row)))
+            keys = key_values(values, cls, next_rid)
+            next_rid += 1
+            terms_batch.append((keys[0], posting_terms(row)))
+        else:
+            keys = key_values(values, cls, int(old[1]))
+            conn.execute("DELETE FROM row_keys WHERE doc = ?", (old[0],))
+            if keys[0] != old[0]:
+                # Same words (they come from the signed record), another document ID: a
+                # contentless table forgets a document given its exact words.
+                words = posting_terms(row)
+                conn.execute(
+                    "INSERT INTO terms (terms, rowid, words) VALUES ('delete', ?, ?)",
+                    (old[0], words),
+                )
+                terms_batch.append((keys[0], words))
         touched.append((values[4], row.trust, row.kind, row.actor))
         rows_batch.append((*values, row_mac(key, values)))
-        keys_batch.append((old_rid, *key_values(values, _class_id(conn, known, values))))
+        keys_batch.append(keys)
         refs_batch += [
             (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
         ]

@@ -194,8 +194,9 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
         page_ids: list[str] | None = None
         if sel.match:
             matched, biggest, page_ids = posting_page(
-                index, sel, "content_bytes", after=after, limit=limit
-            )
+                index, sel, "content_bytes", after=after, limit=limit,
+                bound=request.max_content_bytes,
+            )  # fmt: skip
         else:
             matched, biggest = count_and_max(index, sel, "content_bytes")
         if biggest > request.max_content_bytes:
