@@ -37,7 +37,7 @@ def world(
     made: list[str] = []
     for i in range(48):
         who = alice if rng.random() < 0.75 else bob
-        words = [*rng.sample(WORDS, rng.randint(1, 3)), f"w{i}"]
+        words = [*rng.sample(WORDS, rng.randint(1, 3)), f"w{i}"] + ["zeta"] * (i % 2)
         topics = tuple(sorted(rng.sample(TOPICS, rng.randint(0, 2))))
         memory = remember(
             repo, who, " ".join(words).capitalize(), kind=rng.choice(["observation", "decision"]),
@@ -94,13 +94,19 @@ REQUESTS = [
     {"query": "beta", "trust": ["actor-untrusted"]},
     {"topic": ["nowhere"]},
     {"query": "alpha nowhere"},
+    {"query": "zeta"},
+    {"query": "zeta", "actor": ["BOB"], "include_untrusted": True},  # keys joined, not ranges
+    {"topic": ["a"], "kind": ["decision", "observation"], "lifecycle": ["all"]},
+    {"query": "zeta", "lifecycle": ["all"], "include_untrusted": True},
 ]
 
 
 @pytest.mark.parametrize("flags", REQUESTS, ids=[json.dumps(r) for r in REQUESTS])
 def test_filtered_pages_equal_the_filtered_walk(
-    world: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, flags: dict[str, Any]
+    world: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, bob: Identity, flags: dict[str, Any]
 ) -> None:
+    if "actor" in flags:
+        flags = {**flags, "actor": [bob.actor]}
     expected = _expected(world, **dict(flags))
     answers = []
     for cost in (0, 10**9):  # always sort the matches; walk the keys whenever it can
@@ -124,7 +130,7 @@ def test_the_estimate_picks_both_strategies(
         return chosen[-1]
 
     monkeypatch.setattr(index_query, "_walks", spy)
-    recall(world, normalize_request(at_commit=head(world), topic=["a"], max_records=1))
+    recall(world, normalize_request(at_commit=head(world), query="zeta", max_records=1))
     recall(world, normalize_request(at_commit=head(world), query="w5", max_records=20))
     assert chosen == [True, False]
 

@@ -8,7 +8,10 @@ What it holds: for every source ref the head it was built from; every verified e
 (payload bytes and signature, so an update can re-project a few memories without touching Git);
 and one row per record/supersede memory with the projection at the index's context (query
 commit, subject, path) rendered as the exact recall JSON of that record, plus the columns recall
-filters and orders on.
+filters and orders on; beside each row a narrow key row (integer IDs, the same filter and order
+columns) and its topic, term and path postings in a contentless FTS5 table, which filtered
+recalls read instead of the wide rows.  Format changes bump ``FORMAT``; an index of any other
+format or schema is rebuilt.
 
 Incremental rule: when a stream head moves forward, only the new commits of that stream are
 read and verified (:func:`palimpsest.hn.store.load_stream_since`); the rows whose answers can

@@ -7,10 +7,12 @@ names come from fixed tables here, never from a request.
 Speed: without topic, term or path filters, rows are walked in recall order along the
 ``rows_walk`` index, so a page costs about as many row reads as it returns, and counts come from
 the per-class ``groups`` totals (or, with a subject filter, from the rows).  With them, FTS5
-intersects the posting lists of ``terms`` in C and each match is checked against its narrow
-``row_keys`` entry by integer ID: the count is one pass over the matches, and the page is either
-the top of those matches sorted (few matches) or a walk of ``row_keys_walk`` in recall order that
-stops after the page (many matches); ``rows`` is read only for the page itself.
+intersects the posting lists of ``terms`` in C.  A document's ID carries its row's eligibility,
+lifecycle rank and trust, so with only those filters besides the postings the count is FTS5
+alone over one or a few rowid ranges; kind, actor and subject filters join each match to its
+narrow ``row_keys`` entry by integer ID.  The page is either the top of the matches sorted (few
+matches) or a walk of ``row_keys_walk`` in recall order that stops after the page (many
+matches); ``rows`` is read only for the page itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
-from palimpsest.hn.index_schema import TRUST_CODE, doc_group, doc_range, match_query
+from palimpsest.hn.index_schema import KIND_CODE, TRUST_CODE, doc_group, doc_range, match_query
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,22 +198,25 @@ def _key_filter(index: MemoryIndex, sel: Selection) -> tuple[str, tuple[Any, ...
 
 
 _ALL_RANKS = tuple(range(10))  # LIFECYCLE_RANK values and 9 for anything else
-_ALL_TRUSTS = tuple(range(8))
+_ALL_CODES = tuple(range(8))
 
 
 def _doc_ranges(sel: Selection) -> list[tuple[int, int]] | None:
     """The ``terms`` document ID ranges holding exactly the rows that pass the eligibility,
-    lifecycle and trust filters, or None when kind, actor or subject filters need the keys."""
-    if sel.kinds or sel.actors or sel.subject:
+    lifecycle, trust and kind filters, or None when actor or subject filters need the keys."""
+    if sel.actors or sel.subject:
         return None
-    codes = sorted(TRUST_CODE[t] for t in sel.trusts) if sel.trusts else _ALL_TRUSTS
-    groups = sorted(doc_group(r, t) for r in (sel.ranks or _ALL_RANKS) for t in codes)
+    trusts = sorted(TRUST_CODE[t] for t in sel.trusts) if sel.trusts else _ALL_CODES
+    kinds = sorted(KIND_CODE[k] for k in sel.kinds) if sel.kinds else _ALL_CODES
     ranges: list[list[int]] = []
-    for group in groups:
-        if ranges and ranges[-1][1] == group - 1:
-            ranges[-1][1] = group
-        else:
-            ranges.append([group, group])
+    for rank in sel.ranks or _ALL_RANKS:
+        for trust in trusts:
+            for kind in kinds:
+                group = doc_group(rank, trust, kind)
+                if ranges and ranges[-1][1] == group - 1:
+                    ranges[-1][1] = group
+                else:
+                    ranges.append([group, group])
     return [doc_range(first, last) for first, last in ranges]
 
 
@@ -240,10 +245,12 @@ def _eligible_total(index: MemoryIndex, sel: Selection) -> int:
     return int(row[0])
 
 
-# A walk visits about (eligible rows x page size / matches) keys, each at roughly a fifth of the
-# cost of one match in the sort, so it wins when there are many matches (measured on the bench's
-# stores, see docs/benchmarks.md).  Its index yields recall order for one rank or for all.
-_WALK_COST = 5
+# A walk visits about (eligible rows x page size / matches) keys; the sort handles every match.
+# Measured at 100k (docs/benchmarks.md) a visited key costs about 0.6 us and a match about
+# 0.25 us in the walk against about 1 us in the sort, so walking wins when the keys it visits
+# are fewer than about the matches: eligible x page size < matches squared.  Its index yields
+# recall order for one rank or for all of them.
+_WALK_COST = 1
 
 
 def _walks(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> bool:
@@ -301,23 +308,23 @@ def posting_page(
     if not matched or limit < 1:
         return matched, biggest, []
     after_sql, after_args = _after_keys(after)
+    # One document range (the usual filters) lets FTS5 skip every other document itself.
+    span, span_args = "", []
+    if ranges is not None and len(ranges) == 1:
+        span, span_args = " AND rowid BETWEEN ? AND ?", list(ranges[0])
     if _walks(index, sel, matched, limit):
-        docs = "SELECT rowid FROM terms WHERE terms MATCH ?"
-        doc_args: list[Any] = [sel.match]
-        if ranges is not None and len(ranges) == 1:
-            docs += " AND rowid BETWEEN ? AND ?"
-            doc_args += ranges[0]
         sql = (
             f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
-            f" AND k.doc IN ({docs}){_KEY_ORDER} LIMIT ?"
+            f" AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span}){_KEY_ORDER}"
+            " LIMIT ?"
         )
-        params: tuple[Any, ...] = (*args, *after_args, *doc_args, limit)
+        params: tuple[Any, ...] = (*args, *after_args, sel.match, *span_args, limit)
     else:
         sql = (
-            f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ? AND {where}{after_sql}"  # noqa: S608
-            f"{_KEY_ORDER} LIMIT ?"
+            f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
+            f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
         )
-        params = (sel.match, *args, *after_args, limit)
+        params = (sel.match, *span_args, *args, *after_args, limit)
     return matched, biggest, [str(r[0]) for r in index.conn.execute(sql, params)]
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from palimpsest.canonical import encode
+from palimpsest.hn.envelope import KINDS
 from palimpsest.hn.projection import Row, dependency_wire, row_parts
 from palimpsest.text import word_tokens
 
@@ -70,8 +71,8 @@ SCHEMA = (
     # One narrow row per ``rows`` row with every filter and order column, so a topic, term or
     # path filter is counted and paged from ``terms`` and these keys without reading ``rows``.
     # ``rid`` is a stable small integer per memory; ``doc`` (its document in ``terms``) puts
-    # the row's eligibility, lifecycle rank and trust above it (:func:`doc_id`), so a count of
-    # the usual filters is a rowid range of ``terms`` alone.  Derived from ``rows``.
+    # the row's eligibility, lifecycle rank, trust and kind above it (:func:`doc_group`), so a
+    # count of those filters is a few rowid ranges of ``terms`` alone.  Derived from ``rows``.
     "CREATE TABLE row_keys (doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL UNIQUE,"
     " id TEXT NOT NULL UNIQUE, eligible INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL,"
     " trust INTEGER NOT NULL, timestamp TEXT NOT NULL, cls INTEGER NOT NULL,"
@@ -282,19 +283,20 @@ def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str) -> s
 
 
 TRUST_CODE = {"qualified": 0, "actor-untrusted": 1, "kind-untrusted": 2, "policy-missing": 3}
-_OTHER_TRUST = 7
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+_OTHER = 7  # any other trust or kind (none exists today): 3 bits each
 _RID_BITS = 32
 
 
-def doc_group(rank: int, trust: int) -> int:
-    """The high part of the ``terms`` document of an eligible row of this rank and trust code
-    (0 is kept for rows that are not eligible)."""
-    return 1 + rank * 8 + trust
+def doc_group(rank: int, trust: int, kind: int) -> int:
+    """The high part of the ``terms`` document of an eligible row of this lifecycle rank, trust
+    code and kind code (0 is kept for rows that are not eligible)."""
+    return 1 + (rank * 8 + trust) * 8 + kind
 
 
-def doc_id(rid: int, *, eligible: bool, rank: int, trust: int) -> int:
-    """A row's document ID in ``terms``: ``doc_group << 32 | rid`` (``rid`` < 2**32)."""
-    return (doc_group(rank, trust) if eligible else 0) << _RID_BITS | rid
+def doc_id(rid: int, group: int) -> int:
+    """A row's document ID in ``terms``: ``group << 32 | rid`` (``rid`` < 2**32)."""
+    return group << _RID_BITS | rid
 
 
 def doc_range(group: int, last: int) -> tuple[int, int]:
@@ -302,7 +304,7 @@ def doc_range(group: int, last: int) -> tuple[int, int]:
     return group << _RID_BITS, ((last + 1) << _RID_BITS) - 1
 
 
-_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "trust", "timestamp",
+_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "trust", "kind", "timestamp",
                "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
                "search_units")  # fmt: skip
 _KEY_INDEX = tuple(ROW_COLUMNS.index(c) for c in _KEY_SOURCE)
@@ -311,12 +313,24 @@ CLASS_OF = tuple(ROW_COLUMNS.index(c) for c in ("trust", "kind", "actor"))
 
 def key_values(values: Sequence[Any], cls: int, rid: int) -> tuple[Any, ...]:
     """The ``row_keys`` row of stored row ``values`` of class ``cls`` under ``rid``."""
-    mid, applicability, evidence, rank, trust, stamp, anchor, applies, content, data, units = (
-        values[i] for i in _KEY_INDEX
-    )
+    (
+        mid,
+        applicability,
+        evidence,
+        rank,
+        trust,
+        kind,
+        stamp,
+        anchor,
+        applies,
+        content,
+        data,
+        units,
+    ) = (values[i] for i in _KEY_INDEX)
     eligible = applicability == "applicable" and evidence == "resolved"
-    code = TRUST_CODE.get(trust, _OTHER_TRUST)
-    doc = doc_id(rid, eligible=eligible, rank=rank, trust=code)
+    code = TRUST_CODE.get(trust, _OTHER)
+    group = doc_group(rank, code, KIND_CODE.get(kind, _OTHER)) if eligible else 0
+    doc = doc_id(rid, group)
     return (doc, rid, mid, int(eligible), rank, code, stamp, cls, anchor, applies, content, data,
             units)  # fmt: skip
 
@@ -339,6 +353,7 @@ __all__ = [
     "INSERT_KEY",
     "INSERT_ROW",
     "KEY_NAME",
+    "KIND_CODE",
     "LIFECYCLE_RANK",
     "RECALL_NIL",
     "ROW_COLUMNS",
