@@ -229,7 +229,7 @@ def test_index_of_an_older_format_is_rebuilt(
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     (tag,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     conn.close()
-    assert tag == index_module.FORMAT == "pal-hn-memory-index/7"
+    assert tag == index_module.FORMAT == "pal-hn-memory-index/8"
     assert {"terms", "row_keys"} <= names and not names & {"tokens", "topics", "rows_by_id"}
     verify_index(repo)
 

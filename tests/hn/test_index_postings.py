@@ -1,4 +1,4 @@
-"""Topic and term filters through the index's FTS5 postings and row keys (index format 7).
+"""Topic and term filters through the index's FTS5 postings and row keys (index format 8).
 
 Every filtered page must equal the unfiltered walk of ``rows`` (a different code path) filtered
 in Python by the record's own topics and lexical tokens: same ``matched``, same IDs in §16.4
@@ -109,13 +109,18 @@ def test_filtered_pages_equal_the_filtered_walk(
         flags = {**flags, "actor": [bob.actor]}
     expected = _expected(world, **dict(flags))
     answers = []
-    for cost in (0, 10**9):  # always sort the matches; walk the keys whenever it can
+    real = index_query._walk_budget
+    # Always sort the matches; walk the keys whenever it can; walk with a budget of two keys
+    # (so most walks give up and fall back to the sort).
+    for cost, cap in ((0, None), (10**9, None), (10**9, 2)):
         monkeypatch.setattr(index_query, "_WALK_COST", cost)
+        budget = real if cap is None else (lambda *a, c=cap: min(real(*a), c))
+        monkeypatch.setattr(index_query, "_walk_budget", budget)
         matched, ids, pages = _pages(world, **flags)
         assert matched == len(expected)
         assert ids == expected
         answers.append(pages)
-    assert answers[0] == answers[1]
+    assert answers[0] == answers[1] == answers[2]
 
 
 def test_the_estimate_picks_both_strategies(
@@ -123,13 +128,14 @@ def test_the_estimate_picks_both_strategies(
 ) -> None:
     # The estimate picks a walk for a common filter and a sort for a rare one.
     chosen: list[bool] = []
-    real = index_query._walks
+    real = index_query._walk_budget
 
-    def spy(*args: Any) -> bool:
-        chosen.append(real(*args))
-        return chosen[-1]
+    def spy(*args: Any) -> int:
+        budget = real(*args)
+        chosen.append(budget > 0)
+        return budget
 
-    monkeypatch.setattr(index_query, "_walks", spy)
+    monkeypatch.setattr(index_query, "_walk_budget", spy)
     recall(world, normalize_request(at_commit=head(world), query="zeta", max_records=1))
     recall(world, normalize_request(at_commit=head(world), query="w5", max_records=20))
     assert chosen == [True, False]

@@ -253,10 +253,16 @@ def _eligible_total(index: MemoryIndex, sel: Selection) -> int:
 _WALK_COST = 1
 
 
-def _walks(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> bool:
+def _walk_budget(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> int:
+    """How many keys a walk for this page may visit; 0 when sorting the matches is cheaper."""
     if len(sel.ranks) > 1:
-        return False
-    return _eligible_total(index, sel) * limit < _WALK_COST * matched * matched
+        return 0
+    visits = _eligible_total(index, sel) * limit // matched + 1
+    if visits >= _WALK_COST * matched:
+        return 0
+    # Matches crowded at the far end of the order would make a walk long: past a few times
+    # the expected visits it gives up and the matches are sorted instead.
+    return 4 * visits + 256
 
 
 def posting_page(
@@ -312,19 +318,27 @@ def posting_page(
     span, span_args = "", []
     if ranges is not None and len(ranges) == 1:
         span, span_args = " AND rowid BETWEEN ? AND ?", list(ranges[0])
-    if _walks(index, sel, matched, limit):
-        sql = (
-            f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
-            f" AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span}){_KEY_ORDER}"
-            " LIMIT ?"
-        )
-        params: tuple[Any, ...] = (*args, *after_args, sel.match, *span_args, limit)
-    else:
-        sql = (
-            f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
-            f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
-        )
-        params = (sel.match, *span_args, *args, *after_args, limit)
+    budget = _walk_budget(index, sel, matched, limit)
+    if budget:
+        walked = [
+            str(r[0])
+            for r in index.conn.execute(
+                "SELECT w.id FROM (SELECT k.lifecycle_rank AS rank, k.timestamp AS stamp,"  # noqa: S608
+                f" k.id AS id, k.doc AS doc FROM row_keys k INDEXED BY row_keys_walk"
+                f" WHERE {where}{after_sql}{_KEY_ORDER} LIMIT ?) w"
+                f" WHERE w.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span})"
+                " ORDER BY w.rank, w.stamp DESC, w.id LIMIT ?",
+                (*args, *after_args, budget, sel.match, *span_args, limit),
+            )
+        ]
+        if len(walked) == limit:
+            return matched, biggest, walked
+        # The budget ran out, or this is the last page: the sort below is exact either way.
+    sql = (
+        f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
+        f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
+    )
+    params = (sel.match, *span_args, *args, *after_args, limit)
     return matched, biggest, [str(r[0]) for r in index.conn.execute(sql, params)]
 
 

@@ -20,7 +20,7 @@ from palimpsest.hn.envelope import KINDS
 from palimpsest.hn.projection import Row, dependency_wire, row_parts
 from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/7"
+FORMAT = "pal-hn-memory-index/8"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
