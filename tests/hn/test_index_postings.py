@@ -110,10 +110,11 @@ def test_filtered_pages_equal_the_filtered_walk(
     expected = _expected(world, **dict(flags))
     answers = []
     real = index_query._walk_budget
-    # Always sort the matches; walk the keys whenever it can; walk with a budget of two keys
-    # (so most walks give up and fall back to the sort).
-    for cost, cap in ((0, None), (10**9, None), (10**9, 2)):
+    # Always sort the matches; walk the keys whenever it can; walk on a budget of a few VM
+    # instructions (every walk is interrupted and the matches are sorted instead).
+    for cost, cap in ((0, None), (10**9, None), (10**9, 3)):
         monkeypatch.setattr(index_query, "_WALK_COST", cost)
+        monkeypatch.setattr(index_query, "_TICK", 1000 if cap is None else 1)
         budget = real if cap is None else (lambda *a, c=cap: min(real(*a), c))
         monkeypatch.setattr(index_query, "_walk_budget", budget)
         matched, ids, pages = _pages(world, **flags)
@@ -148,3 +149,26 @@ def test_long_values_do_not_collide(world: pygit2.Repository) -> None:
     )
     assert _expected(world, query="y" * 40) == []
     assert _pages(world, query="y" * 40)[:2] == (0, [])
+
+
+def test_a_walk_over_budget_is_interrupted_and_sorted_instead(
+    world: pygit2.Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    honest = _pages(world, query="zeta")
+    outcomes: list[bool] = []
+    real = index_query._within
+
+    def spy(*args: Any) -> list[str] | None:
+        found = real(*args)
+        outcomes.append(found is None)
+        return found
+
+    monkeypatch.setattr(index_query, "_within", spy)
+    monkeypatch.setattr(index_query, "_TICK", 1)
+    monkeypatch.setattr(index_query, "_walk_budget", lambda *a: 3)
+    assert _pages(world, query="zeta") == honest
+    assert outcomes and all(outcomes)  # every walk gave up
+    monkeypatch.setattr(index_query, "_walk_budget", lambda *a: 10**9)
+    outcomes.clear()
+    assert _pages(world, query="zeta") == honest
+    assert outcomes and not any(outcomes)  # and none did with room to finish

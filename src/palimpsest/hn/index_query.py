@@ -17,6 +17,7 @@ matches); ``rows`` is read only for the page itself.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -245,24 +246,47 @@ def _eligible_total(index: MemoryIndex, sel: Selection) -> int:
     return int(row[0])
 
 
-# A walk visits about (eligible rows x page size / matches) keys; the sort handles every match.
-# Measured at 100k (docs/benchmarks.md) a visited key costs about 0.6 us and a match about
-# 0.25 us in the walk against about 1 us in the sort, so walking wins when the keys it visits
-# are fewer than about the matches: eligible x page size < matches squared.  Its index yields
-# recall order for one rank or for all of them.
+# Measured in SQLite VM instructions at 100k (docs/benchmarks.md): a walk costs about 5 per
+# match (the match list it probes) plus 15 per key it visits, about (eligible rows x page size
+# / matches) keys; the sort costs about 19 per match.  So walking wins when it visits fewer keys
+# than there are matches.  Its index yields recall order for one rank or for all of them.
 _WALK_COST = 1
+_TICK = 1000  # VM instructions between two looks at a walk's budget
 
 
 def _walk_budget(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> int:
-    """How many keys a walk for this page may visit; 0 when sorting the matches is cheaper."""
+    """The VM instructions a walk for this page may use; 0 when sorting the matches is cheaper.
+
+    Matches crowded at the far end of the order would make a walk long: past twice its expected
+    cost it is interrupted and the matches are sorted instead.
+    """
     if len(sel.ranks) > 1:
         return 0
     visits = _eligible_total(index, sel) * limit // matched + 1
     if visits >= _WALK_COST * matched:
         return 0
-    # Matches crowded at the far end of the order would make a walk long: past a few times
-    # the expected visits it gives up and the matches are sorted instead.
-    return 4 * visits + 256
+    return 2 * (5 * matched + 15 * visits) + 4 * _TICK
+
+
+def _within(index: MemoryIndex, budget: int, sql: str, params: Sequence[Any]) -> list[str] | None:
+    """The first column of ``sql``'s rows, or None when it needed more than ``budget`` VM
+    instructions (the statement is interrupted)."""
+    ticks = 0
+
+    def tick() -> int:
+        nonlocal ticks
+        ticks += 1
+        return int(ticks * _TICK > budget)
+
+    index.conn.set_progress_handler(tick, _TICK)
+    try:
+        return [str(row[0]) for row in index.conn.execute(sql, params)]
+    except sqlite3.OperationalError:
+        if ticks * _TICK > budget:
+            return None
+        raise
+    finally:
+        index.conn.set_progress_handler(None, 0)
 
 
 def posting_page(
@@ -320,20 +344,16 @@ def posting_page(
         span, span_args = " AND rowid BETWEEN ? AND ?", list(ranges[0])
     budget = _walk_budget(index, sel, matched, limit)
     if budget:
-        walked = [
-            str(r[0])
-            for r in index.conn.execute(
-                "SELECT w.id FROM (SELECT k.lifecycle_rank AS rank, k.timestamp AS stamp,"  # noqa: S608
-                f" k.id AS id, k.doc AS doc FROM row_keys k INDEXED BY row_keys_walk"
-                f" WHERE {where}{after_sql}{_KEY_ORDER} LIMIT ?) w"
-                f" WHERE w.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span})"
-                " ORDER BY w.rank, w.stamp DESC, w.id LIMIT ?",
-                (*args, *after_args, budget, sel.match, *span_args, limit),
-            )
-        ]
-        if len(walked) == limit:
+        walked = _within(
+            index,
+            budget,
+            f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
+            f" AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span}){_KEY_ORDER}"
+            " LIMIT ?",
+            (*args, *after_args, sel.match, *span_args, limit),
+        )
+        if walked is not None:
             return matched, biggest, walked
-        # The budget ran out, or this is the last page: the sort below is exact either way.
     sql = (
         f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
         f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
