@@ -111,8 +111,10 @@ def test_filtered_pages_equal_the_filtered_walk(
     answers = []
     real = index_query._walk_budget
     # Always sort the matches; walk the keys whenever it can; walk on a budget of a few VM
-    # instructions (every walk is interrupted and the matches are sorted instead).
-    for cost, cap in ((0, None), (10**9, None), (10**9, 3)):
+    # instructions (every walk is interrupted and the matches are sorted instead), without the
+    # one-pass count and first page of several terms.
+    for cost, cap, one_pass in ((0, None, True), (10**9, None, True), (10**9, 3, False)):
+        monkeypatch.setattr(index_query, "_ONE_PASS", one_pass)
         monkeypatch.setattr(index_query, "_WALK_COST", cost)
         monkeypatch.setattr(index_query, "_TICK", 1000 if cap is None else 1)
         budget = real if cap is None else (lambda *a, c=cap: min(real(*a), c))

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from math import isqrt
 from typing import Any
 
 from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
@@ -268,9 +269,11 @@ def _walk_budget(index: MemoryIndex, sel: Selection, matched: int, limit: int) -
     return 2 * (5 * matched + 15 * visits) + 4 * _TICK
 
 
-def _within(index: MemoryIndex, budget: int, sql: str, params: Sequence[Any]) -> list[str] | None:
-    """The first column of ``sql``'s rows, or None when it needed more than ``budget`` VM
-    instructions (the statement is interrupted)."""
+def _within(
+    index: MemoryIndex, budget: int, sql: str, params: Sequence[Any]
+) -> list[tuple[Any, ...]] | None:
+    """The rows of ``sql``, or None when it needed more than ``budget`` VM instructions (the
+    statement is interrupted)."""
     ticks = 0
 
     def tick() -> int:
@@ -280,13 +283,54 @@ def _within(index: MemoryIndex, budget: int, sql: str, params: Sequence[Any]) ->
 
     index.conn.set_progress_handler(tick, _TICK)
     try:
-        return [str(row[0]) for row in index.conn.execute(sql, params)]
+        return [tuple(row) for row in index.conn.execute(sql, params)]
     except sqlite3.OperationalError:
         if ticks * _TICK > budget:
             return None
         raise
     finally:
         index.conn.set_progress_handler(None, 0)
+
+
+_ONE_PASS = True
+
+
+def _one_pass(
+    index: MemoryIndex,
+    sel: Selection,
+    keyed: tuple[str, tuple[Any, ...]],
+    span: tuple[int, int],
+    limit: int,
+) -> tuple[int, list[str]] | None:
+    """The count and the first page of a filter whose matches are one document range, from a
+    single FTS5 intersection (materialised once, then counted and sorted).
+
+    Returns None when the matches are so many that a walk would have been cheaper than this
+    sort (the statement is interrupted past that point): the caller then counts and walks.
+    """
+    where, args = keyed
+    # Sorting beats walking up to about sqrt(eligible x page size) matches (see _WALK_COST);
+    # about 24 VM instructions per match here.
+    most = isqrt(_eligible_total(index, sel) * limit) + 1
+    rows = _within(
+        index,
+        2 * 24 * most + 4 * _TICK,
+        "WITH m (doc) AS MATERIALIZED (SELECT rowid FROM terms WHERE terms MATCH ?"  # noqa: S608
+        " AND rowid BETWEEN ? AND ?) SELECT NULL, NULL, NULL, count(*) FROM m"
+        " UNION ALL SELECT * FROM (SELECT k.lifecycle_rank, k.timestamp, k.id, NULL"
+        f" FROM m CROSS JOIN row_keys k ON k.doc = m.doc WHERE {where}{_KEY_ORDER} LIMIT ?)",
+        (sel.match, *span, *args, limit),
+    )
+    if rows is None:
+        return None
+    matched = next(int(row[3]) for row in rows if row[2] is None)
+    page = [(int(rank), str(stamp), str(mid)) for rank, stamp, mid, _ in rows if mid is not None]
+    # A compound SELECT does not promise the order of its arms' rows: order the page here
+    # (§16.4: rank ascending, timestamp descending, ID ascending; three stable sorts).
+    page.sort(key=lambda k: k[2])
+    page.sort(key=lambda k: k[1], reverse=True)
+    page.sort(key=lambda k: k[0])
+    return matched, [mid for _, _, mid in page]
 
 
 def posting_page(
@@ -319,6 +363,19 @@ def posting_page(
         _, widest = count_and_max(index, replace(sel, match="", simple=True), column)
         if widest <= bound:
             biggest = widest
+    if (
+        _ONE_PASS
+        and biggest >= 0
+        and ranges is not None
+        and len(ranges) == 1
+        and after is None
+        and limit > 0
+        and " AND " in sel.match
+    ):
+        # Several terms, first page: intersect once for both the count and the page.
+        found = _one_pass(index, sel, keyed, ranges[0], limit)
+        if found is not None:
+            return found[0], biggest, found[1]
     if biggest >= 0 and ranges is not None:
         # Counted by FTS5 alone: the document IDs carry eligibility, rank and trust.
         matched = 0
@@ -353,7 +410,7 @@ def posting_page(
             (*args, *after_args, sel.match, *span_args, limit),
         )
         if walked is not None:
-            return matched, biggest, walked
+            return matched, biggest, [str(row[0]) for row in walked]
     sql = (
         f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
         f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
