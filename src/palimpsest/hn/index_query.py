@@ -12,7 +12,9 @@ lifecycle rank and trust, so with only those filters besides the postings the co
 alone over one or a few rowid ranges; kind, actor and subject filters join each match to its
 narrow ``row_keys`` entry by integer ID.  The page is either the top of the matches sorted (few
 matches) or a walk of ``row_keys_walk`` in recall order that stops after the page (many
-matches); ``rows`` is read only for the page itself.
+matches; bounded by a VM-instruction budget, past which the matches are sorted instead); the
+first page of several terms takes its count and page from one intersection.  ``rows`` is read
+only for the page itself.
 """
 
 from __future__ import annotations
