@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 from typing import Any
 
 import pygit2
 import pytest
 
 from palimpsest.hn import index_query
+from palimpsest.hn.author import append, build_record
+from palimpsest.hn.envelope import Anchor, PathAnchor
 from palimpsest.hn.recall import recall
 from palimpsest.hn.recall_query import normalize_request
 from palimpsest.identity import Identity
 from palimpsest.text import lexical_tokens
-from tests.hn.recall_helpers import head, lifecycle, new_repo, remember
+from tests.hn.recall_helpers import commit_files, head, lifecycle, new_repo, remember
 
 LONG_WORD = "x" * 40  # longer than 32 bytes: posted under its hash
 LONG_TOPIC = "a-very-long-topic-label-that-is-over-32-bytes"
@@ -174,3 +177,26 @@ def test_a_walk_over_budget_is_interrupted_and_sorted_instead(
     outcomes.clear()
     assert _pages(world, query="zeta") == honest
     assert outcomes and not any(outcomes)  # and none did with room to finish
+
+
+def test_path_filter_matches_the_anchor_paths(tmp_path: Path, alice: Identity) -> None:
+    repo = new_repo(tmp_path / "repo", trusted=[alice])
+    long_path = "docs/" + "a-rather-long-directory-name/" * 2 + "notes.md"  # hashed word
+    blobs = {"README.md": b"hello\n", long_path: b"notes\n"}
+    commit_files(repo, blobs, "paths")
+    made = {}
+    for name, paths in (("readme", ("README.md",)), ("long", (long_path,)), ("none", ()),
+                        ("both", ("README.md", long_path))):  # fmt: skip
+        anchor = Anchor(
+            commit=str(repo.head.target),
+            paths=tuple(PathAnchor(p, str(repo.create_blob(blobs[p]))) for p in paths),
+        )
+        record = build_record(
+            kind="observation", content=name, anchor=anchor, applies="descendants"
+        )
+        made[name] = append(repo, alice, operation="record", record=record).memory_id
+    for path, names in (("README.md", {"readme", "both"}), (long_path, {"long", "both"}),
+                        ("missing.md", set())):  # fmt: skip
+        matched, ids, _ = _pages(repo, path=path)
+        assert matched == len(names)
+        assert set(ids) == {made[n] for n in names}
