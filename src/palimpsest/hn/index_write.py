@@ -148,7 +148,7 @@ def _class_id(
     name = (str(values[CLASS_OF[0]]), str(values[CLASS_OF[1]]), str(values[CLASS_OF[2]]))
     cls = known.get(name)
     if cls is None:
-        cls = known[name] = len(known) + 1  # class IDs are 1..n, never reused
+        cls = known[name] = max(known.values(), default=0) + 1  # never reused
         conn.execute("INSERT INTO classes VALUES (?, ?, ?, ?)", (cls, *name))
     return cls
 
