@@ -379,7 +379,7 @@ def posting_page(
         if found is not None:
             return found[0], biggest, found[1]
     if biggest >= 0 and ranges is not None:
-        # Counted by FTS5 alone: the document IDs carry eligibility, rank and trust.
+        # Counted by FTS5 alone: the document IDs carry eligibility, rank, trust and kind.
         matched = 0
         for low, high in ranges:
             row = index.conn.execute(
