@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -283,7 +284,7 @@ def _greps(repo: pygit2.Repository, head: str, runs: int = 20) -> dict[str, Any]
         try:
             fn()
         except InvalidInput as exc:  # the work limit refuses unfiltered scans of big stores
-            out[name] = {"refused": exc.code, **_timed_cpu(lambda f=fn: _expect_refusal(f), 10)}
+            out[name] = {"refused": exc.code, **_timed_cpu(partial(_expect_refusal, fn), 10)}
             continue
         out[name] = {"matched": fn().matched, **_timed_cpu(fn, runs)}
     return out
