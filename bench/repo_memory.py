@@ -19,7 +19,13 @@ Then the upstream 10k store ``../shared/interop/hn-memory-v0-scale/fixture.bundl
 rate, index rebuild, recall), when it is present.
 
 Usage: python bench/repo_memory.py [--quick] [--sizes 1000,10000,100000] [--out FILE]
+[--no-upstream] [--keep DIR] [--queries-only]
 (``--quick`` = 1k and 10k only).  Generation time is reported but is not a target.
+``--keep DIR`` generates each store as ``DIR/store-<size>`` and keeps it; a complete store found
+there is reused instead (its append rate is the one measured when it was generated; a full run
+appends a few memories to it).  ``--queries-only`` runs only the warm recall and grep queries
+(each with wall and CPU p50/p99 and ``matched``) and reports the index size; the first open
+rebuilds the index if its format changed, timed as ``index_open_s``.
 """
 
 from __future__ import annotations
@@ -29,12 +35,14 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +111,18 @@ def _timed(fn: Callable[[], Any], runs: int) -> list[float]:
         fn()
         out.append(time.perf_counter() - start)
     return out
+
+
+def _timed_cpu(fn: Callable[[], Any], runs: int) -> dict[str, float]:
+    """Wall p50/p99 and CPU (``time.process_time``) p50/p99 of ``runs`` calls, in ms."""
+    wall, cpu = [], []
+    for _ in range(runs):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        fn()
+        cpu.append(time.process_time() - start_cpu)
+        wall.append(time.perf_counter() - start)
+    cpu_ms = _ms(cpu)
+    return {**_ms(wall), "cpu_p50": cpu_ms["p50"], "cpu_p99": cpu_ms["p99"]}
 
 
 class Writer:
@@ -211,7 +231,21 @@ def _raw_verify_rate(samples: list[tuple[bytes, bytes, bytes]]) -> float:
     return len(samples) / (time.perf_counter() - start)
 
 
-def _queries(repo: pygit2.Repository, head: str) -> dict[str, dict[str, float]]:
+def _samples(memories: Sequence[Any]) -> list[tuple[bytes, bytes, bytes]]:
+    """(raw key, payload, raw signature) of up to 5,000 verified memories."""
+    from palimpsest.identity import b64_nopad_decode
+
+    return [
+        (
+            b64_nopad_decode(m.envelope.public_key, 32, "key"),
+            m.payload,
+            b64_nopad_decode(m.signature, 64, "sig"),
+        )
+        for m in memories[:5000]
+    ]
+
+
+def _queries(repo: pygit2.Repository, head: str, runs: int = 40) -> dict[str, dict[str, float]]:
     def ask(**flags: Any) -> Callable[[], Any]:
         return lambda: recall(repo, normalize_request(at_commit=head, **flags))
 
@@ -227,11 +261,11 @@ def _queries(repo: pygit2.Repository, head: str) -> dict[str, dict[str, float]]:
     }
     for name, fn in cases.items():
         fn()  # warm
-        out[name] = _ms(_timed(fn, 40))
+        out[name] = {"matched": fn().matched, **_timed_cpu(fn, runs)}
     return out
 
 
-def _greps(repo: pygit2.Repository, head: str) -> dict[str, Any]:
+def _greps(repo: pygit2.Repository, head: str, runs: int = 20) -> dict[str, Any]:
     from palimpsest.errors import InvalidInput
 
     def run(pattern: bytes, ignore_case: bool = False, **flags: Any) -> Callable[[], Any]:
@@ -250,9 +284,9 @@ def _greps(repo: pygit2.Repository, head: str) -> dict[str, Any]:
         try:
             fn()
         except InvalidInput as exc:  # the work limit refuses unfiltered scans of big stores
-            out[name] = {"refused": exc.code, **_ms(_timed(lambda f=fn: _expect_refusal(f), 10))}
+            out[name] = {"refused": exc.code, **_timed_cpu(partial(_expect_refusal, fn), 10)}
             continue
-        out[name] = _ms(_timed(fn, 20))
+        out[name] = {"matched": fn().matched, **_timed_cpu(fn, runs)}
     return out
 
 
@@ -285,9 +319,12 @@ def _record_process(repo_path: Path, runs: int = 5) -> dict[str, float]:
     }
 
 
-def bench_size(count: int, workdir: Path) -> dict[str, Any]:
+STORE_MARKER = "bench-store.json"  # written once a generated store is complete (``--keep``)
+
+
+def _generate(count: int, path: Path) -> tuple[pygit2.Repository, str, Writer, dict[str, Any]]:
+    """Generate a store of ``count`` memories at ``path``; return it and the generation stats."""
     rng = random.Random(count)
-    path = workdir / f"store-{count}"
     repo, head = _init(path)
     writer = Writer(repo, head)
     measured = min(count, 1000)
@@ -303,12 +340,77 @@ def bench_size(count: int, workdir: Path) -> dict[str, Any]:
             writer.flush()
     writer.flush()
     writer.bulk = False
-    bulk_s = time.perf_counter() - start
+    stats = {
+        "memories": count,
+        "head": head,
+        "append_per_s": round(append_rate, 1),
+        "append_measured_over": measured,
+        "bulk_generation_s": round(time.perf_counter() - start, 1),
+    }
+    return repo, head, writer, stats
+
+
+def _store(count: int, workdir: Path) -> tuple[pygit2.Repository, str, Writer, dict[str, Any]]:
+    """The store of ``count`` memories under ``workdir``: reused when a complete one is there
+    (its append rate is the one measured when it was generated), generated otherwise."""
+    path = workdir / f"store-{count}"
+    marker = path / STORE_MARKER
+    if marker.exists():
+        stats = json.loads(marker.read_text())
+        repo = store.open_repository(path)
+        return repo, str(stats["head"]), Writer(repo, str(stats["head"])), {**stats, "reused": True}
+    if path.exists():
+        shutil.rmtree(path)  # an interrupted generation
+    repo, head, writer, stats = _generate(count, path)
+    marker.write_text(json.dumps(stats) + "\n")
+    return repo, head, writer, stats
+
+
+def _index_size(repo: pygit2.Repository) -> dict[str, Any]:
+    from palimpsest.hn.index import INDEX_NAME, index_dir
+
+    path = index_dir(repo) / INDEX_NAME
+    size = path.stat().st_size
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        rows = int(conn.execute("SELECT count(*) FROM rows").fetchone()[0])
+    finally:
+        conn.close()
+    return {"bytes": size, "rows": rows, "bytes_per_row": round(size / max(rows, 1))}
+
+
+def bench_queries(count: int, workdir: Path) -> dict[str, Any]:
+    """Only the warm recall and grep queries over a (kept or new) store of ``count`` memories.
+
+    The first open rebuilds the index when its format changed (timed as ``index_open_s``).
+    """
+    repo, head, _, stats = _store(count, workdir)
+    context = IndexContext(head)
+    start = time.perf_counter()
+    open_index(repo, context).close()
+    open_s = time.perf_counter() - start
+    recall_ms = _queries(repo, head)
+    grep_ms = _greps(repo, head)
+    return {
+        "load_average": [round(v, 2) for v in os.getloadavg()],
+        "memories": count,
+        "store": {k: v for k, v in stats.items() if k != "head"},
+        "index_open_s": round(open_s, 3),
+        "index_size": _index_size(repo),
+        "recall_ms": recall_ms,
+        "grep_ms": grep_ms,
+    }
+
+
+def bench_size(count: int, workdir: Path) -> dict[str, Any]:
+    repo, head, writer, stats = _store(count, workdir)
+    path = Path(repo.workdir)
+    rng = random.Random(count + 1)
 
     start = time.perf_counter()
     memories = store.collect(repo)
     verify_rate = len(memories) / (time.perf_counter() - start)
-    raw_rate = _raw_verify_rate(writer.payloads)
+    raw_rate = _raw_verify_rate(writer.payloads or _samples(memories))
 
     context = IndexContext(head)
     start = time.perf_counter()
@@ -321,6 +423,7 @@ def bench_size(count: int, workdir: Path) -> dict[str, Any]:
     baseline = _ms(_timed(lambda: base.conn.execute("SELECT 1").fetchone(), 200))
     base.close()
     grep_ms = _greps(repo, head)
+    size = _index_size(repo)
 
     updates = []
     for _ in range(5):
@@ -335,15 +438,14 @@ def bench_size(count: int, workdir: Path) -> dict[str, Any]:
         "load_average": [round(v, 2) for v in os.getloadavg()],
         "memories": count,
         "actors": len(ACTORS),
-        "append_per_s": round(append_rate, 1),
-        "append_measured_over": measured,
-        "bulk_generation_s": round(bulk_s, 1),
+        **{k: v for k, v in stats.items() if k not in ("head", "memories")},
         "verify": {
             "memories_per_s": round(verify_rate, 1),
             "raw_ed25519_per_s": round(raw_rate, 1),
             "ratio": round(verify_rate / raw_rate, 3),
         },
         "index_rebuild_s": round(rebuild_s, 3),
+        "index_size": size,
         "incremental_update_ms": round(statistics.median(updates) * 1000, 2),
         "recall_ms": recall_ms,
         "sqlite_select1_ms": baseline,
@@ -370,13 +472,7 @@ def bench_upstream(workdir: Path) -> dict[str, Any] | None:
     start = time.perf_counter()
     memories = store.collect(repo)
     verify_rate = len(memories) / (time.perf_counter() - start)
-    samples = [(m.envelope.public_key, m.payload, m.signature) for m in memories[:5000]]
-    from palimpsest.identity import b64_nopad_decode
-
-    raw = [
-        (b64_nopad_decode(k, 32, "key"), p, b64_nopad_decode(s, 64, "sig")) for k, p, s in samples
-    ]
-    raw_rate = _raw_verify_rate(raw)
+    raw_rate = _raw_verify_rate(_samples(memories))
     start = time.perf_counter()
     open_index(repo, IndexContext(head), rebuild=True).close()
     rebuild_s = time.perf_counter() - start
@@ -398,11 +494,25 @@ def main() -> None:
     parser.add_argument("--sizes", default="", help="comma-separated store sizes")
     parser.add_argument("--out", default="", help="also write the JSON document here")
     parser.add_argument("--no-upstream", action="store_true", help="skip the upstream 10k store")
+    parser.add_argument(
+        "--keep",
+        default="",
+        metavar="DIR",
+        help="generate stores under DIR and keep them; a complete store already there is reused",
+    )
+    parser.add_argument(
+        "--queries-only",
+        action="store_true",
+        help="only the warm recall/grep queries (and the index size) of each store",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s] or (
         [1000, 10000] if args.quick else [1000, 10000, 100000]
     )
-    workdir = Path(tempfile.mkdtemp(prefix="pal-bench-"))
+    keep = Path(args.keep).resolve() if args.keep else None
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    workdir = keep or Path(tempfile.mkdtemp(prefix="pal-bench-"))
     os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
     results: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -411,16 +521,20 @@ def main() -> None:
     }
     try:
         for count in sizes:
-            result = bench_size(count, workdir)
+            result = (bench_queries if args.queries_only else bench_size)(count, workdir)
             print(json.dumps(result), flush=True)
             results["sizes"].append(result)
-            shutil.rmtree(workdir / f"store-{count}", ignore_errors=True)
-        if not args.no_upstream:
+            if keep is None:
+                shutil.rmtree(workdir / f"store-{count}", ignore_errors=True)
+        if not args.no_upstream and not args.queries_only:
             upstream = bench_upstream(workdir)
             print(json.dumps({"upstream_10k": upstream}), flush=True)
             results["upstream_10k"] = upstream
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            shutil.rmtree(workdir / "upstream-10k", ignore_errors=True)
     document = json.dumps(results, indent=2)
     print(document)
     if args.out:

@@ -187,6 +187,95 @@ def test_tampered_index_is_detected_and_rebuilt(
     assert "evil" not in names and "v" not in names
 
 
+# The layout of format 6 (postings keyed by the memory ID text), as an older release left it.
+_FORMAT_6 = [
+    "DROP TABLE terms",
+    "DROP TABLE row_keys",
+    "DROP TABLE classes",
+    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
+    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
+    " search_units)",
+    "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
+    " WITHOUT ROWID",
+    "CREATE INDEX topics_id ON topics (id)",
+    "CREATE TABLE paths (id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (path, id))"
+    " WITHOUT ROWID",
+    "CREATE INDEX paths_id ON paths (id)",
+    "CREATE TABLE tokens (token TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (token, id))"
+    " WITHOUT ROWID",
+    "CREATE INDEX tokens_id ON tokens (id)",
+    "INSERT INTO tokens SELECT 'first', id FROM rows",
+    "UPDATE meta SET value = 'pal-hn-memory-index/6' WHERE key = 'format'",
+]
+
+
+@pytest.mark.parametrize("statements", [_FORMAT_6, _FORMAT_6[-1:]], ids=["format-6", "tag-only"])
+def test_index_of_an_older_format_is_rebuilt(
+    repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, statements: list[str]
+) -> None:
+    request = normalize_request(at_commit=head(repo), query="first")
+    honest = recall(repo, request).to_json()
+    if statements is not _FORMAT_6:  # the layout of today with only the tag of another format
+        statements = ["UPDATE meta SET value = 'pal-hn-memory-index/6' WHERE key = 'format'"]
+    _tamper(repo, *statements)
+    rebuilds: list[int] = []
+    real = index_module._rebuild
+    monkeypatch.setattr(
+        index_module, "_rebuild", lambda *a, **k: rebuilds.append(1) or real(*a, **k)
+    )
+    assert recall(repo, request).to_json() == honest
+    assert rebuilds == [1]
+    conn = sqlite3.connect(_dir(repo) / INDEX_NAME)
+    names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
+    (tag,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+    conn.close()
+    assert tag == index_module.FORMAT == "pal-hn-memory-index/8"
+    assert {"terms", "row_keys"} <= names and not names & {"tokens", "topics", "rows_by_id"}
+    verify_index(repo)
+
+
+@pytest.mark.parametrize(
+    ("statements", "caught_by"),
+    [
+        # A retracted row made to look active and eligible to the keys and postings: the page's
+        # MAC-checked row disagrees with the filters, so the index is rebuilt and the answer is
+        # honest.
+        (
+            [
+                "UPDATE row_keys SET eligible = 1, lifecycle_rank = 0, doc = (1 << 32) | rid"
+                " WHERE lifecycle_rank = 2",
+                "INSERT INTO terms (rowid, words) SELECT doc, 'w7468697264' FROM row_keys"
+                " WHERE id IN (SELECT id FROM rows WHERE lifecycle = 'retracted')",
+            ],
+            "query",
+        ),
+        (["UPDATE classes SET trust = 'actor-untrusted'"], "verify"),
+        # Hidden or extra postings cannot be seen from one answer; verify re-derives them.
+        (["UPDATE row_keys SET eligible = 0"], "verify"),
+        (["UPDATE row_keys SET timestamp = '0000'"], "verify"),
+        (["INSERT INTO terms (rowid, words) SELECT rid, 'w7468697264' FROM row_keys"], "verify"),
+        (["DELETE FROM row_keys WHERE id = (SELECT min(id) FROM row_keys)"], "verify"),
+    ],
+    ids=["smuggled-row", "forged-class", "hidden-rows", "forged-order", "extra-postings",
+         "missing-key"],
+)  # fmt: skip
+def test_tampered_keys_and_postings(
+    repo: pygit2.Repository, alice: Identity, statements: list[str], caught_by: str
+) -> None:
+    third = remember(repo, alice, "third", timestamp="2026-09-01T12:00:03Z")
+    lifecycle(repo, alice, "retract", third.memory_id, timestamp="2026-09-01T12:00:04Z")
+    asks = [{"query": "third"}, {"query": "first"}, {"query": "third", "lifecycle": ["all"]}]
+    honest = [_recall_ids(repo, **flags) for flags in asks]
+    assert honest == [[], [_recall_ids(repo)[1]], [third.memory_id]]
+    _tamper(repo, *statements)
+    if caught_by == "verify":
+        with pytest.raises(Conflict, match="derived projection changed"):
+            verify_index(repo)
+        _open(repo, rebuild=True).close()
+    assert [_recall_ids(repo, **flags) for flags in asks] == honest
+    verify_index(repo)
+
+
 @pytest.mark.parametrize(
     "garbage", [b"", b"not a database at all", b"SQLite format 3\x00" + b"\xff" * 200]
 )

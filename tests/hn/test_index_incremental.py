@@ -5,7 +5,8 @@ memories become visible only when it is "published" later (so targets and eviden
 after the memories that name them).  After every step the index is brought up to date the
 normal way (incremental unless the query context or policy changed) and every stored row —
 lifecycle, edges, applicability, evidence, dependencies, trust and the exact recall JSON — must
-equal what a full verification and projection of the repository gives.
+equal what a full verification and projection of the repository gives, and so must the narrow
+row keys and the topic/term/path postings that filtered recalls read (``verify_index``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from palimpsest.hn import index as index_module
 from palimpsest.hn import store
 from palimpsest.hn.envelope import default_stream
-from palimpsest.hn.index import ROW_COLUMNS, IndexContext, open_index, row_values
+from palimpsest.hn.index import ROW_COLUMNS, IndexContext, open_index, row_values, verify_index
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
 from palimpsest.identity import Identity, identity_from_seed
@@ -180,6 +181,8 @@ def test_incremental_index_equals_projection_from_scratch(
             expected_rebuilds += 1  # another query commit or policy: a full rebuild
         assert _indexed(world.repo) == _from_scratch(world.repo), action
         assert len(rebuilds) == expected_rebuilds, action  # everything else was incremental
+        # Row keys, classes and term postings too (verify re-derives them from scratch).
+        verify_index(world.repo)
 
 
 def test_late_target_and_evidence_resolve_incrementally(tmp_path: Path) -> None:

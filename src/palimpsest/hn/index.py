@@ -8,7 +8,10 @@ What it holds: for every source ref the head it was built from; every verified e
 (payload bytes and signature, so an update can re-project a few memories without touching Git);
 and one row per record/supersede memory with the projection at the index's context (query
 commit, subject, path) rendered as the exact recall JSON of that record, plus the columns recall
-filters and orders on.
+filters and orders on; beside each row a narrow key row (integer IDs, the same filter and order
+columns) and its topic, term and path postings in a contentless FTS5 table, which filtered
+recalls read instead of the wide rows.  Format changes bump ``FORMAT``; an index of any other
+format or schema is rebuilt.
 
 Incremental rule: when a stream head moves forward, only the new commits of that stream are
 read and verified (:func:`palimpsest.hn.store.load_stream_since`); the rows whose answers can
@@ -55,6 +58,7 @@ from palimpsest.hn.index_files import (
     temp_file,
 )
 from palimpsest.hn.index_schema import (
+    CLASS_OF,
     FORMAT,
     GROUP_SQL,
     INDEX_NAME,
@@ -68,6 +72,8 @@ from palimpsest.hn.index_schema import (
     StaleIndex,
     expected_schema,
     index_tokens,
+    key_values,
+    posting_terms,
     recall_record,
     row_mac,
     row_values,
@@ -84,7 +90,7 @@ from palimpsest.hn.index_write import (
     write_rows,
 )
 from palimpsest.hn.policy import PolicyContext, policy_context
-from palimpsest.hn.projection import project
+from palimpsest.hn.projection import Row, project
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
@@ -500,12 +506,45 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         )
         if stored_groups != fresh_groups:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
+        if not _keys_match(conn, projection.rows, expected):
+            raise Conflict("memory index stale: derived projection changed", code="index-stale")
         stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
         if stored_ids != {m.memory_id for m in memories}:
             raise Conflict("memory index stale: derived projection changed", code="index-stale")
         return IndexState(context, policy.digest, fingerprint, len(expected))
     finally:
         conn.close()
+
+
+def _keys_match(
+    conn: sqlite3.Connection,
+    rows: Sequence[Row],
+    expected: dict[str, tuple[tuple[Any, ...], str]],
+) -> bool:
+    """Whether ``row_keys``, ``classes`` and the ``terms`` postings are exactly those of the
+    re-derived rows."""
+    classes = {
+        int(c): (str(t), str(k), str(a))
+        for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
+    }
+    doc_of: dict[str, int] = {}
+    for doc, rid, mid, *rest in conn.execute("SELECT * FROM row_keys"):
+        want = expected.get(str(mid))
+        cls = int(rest[4])
+        if want is None or classes.get(cls) != tuple(want[0][i] for i in CLASS_OF):
+            return False
+        if key_values(want[0], cls, int(rid)) != (doc, rid, mid, *rest):
+            return False
+        doc_of[str(mid)] = int(doc)
+    if set(doc_of) != set(expected):
+        return False
+    wanted = {(word, doc_of[row.id]) for row in rows for word in posting_terms(row).split()}
+    conn.execute("CREATE VIRTUAL TABLE temp.terms_vocab USING fts5vocab(main, terms, instance)")
+    try:
+        posted = {(str(w), int(d)) for w, d in conn.execute("SELECT term, doc FROM terms_vocab")}
+    finally:
+        conn.execute("DROP TABLE temp.terms_vocab")
+    return posted == wanted
 
 
 __all__ = [

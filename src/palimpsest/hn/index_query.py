@@ -4,19 +4,29 @@ and its rows in recall order (hn-memory-v0.md §16.3–§16.5).
 The only SQL outside :mod:`palimpsest.hn.index`; every value is a bound parameter, and column
 names come from fixed tables here, never from a request.
 
-Speed: rows are walked in recall order along the ``rows_walk`` index, so a page costs about as
-many row reads as it returns; counts come from the per-class ``groups`` totals when the request
-filters only by lifecycle, trust, kind and actor, and otherwise from the postings of the first
-topic, term or path joined to the rows (never from a scan of every row).
+Speed: without topic, term or path filters, rows are walked in recall order along the
+``rows_walk`` index, so a page costs about as many row reads as it returns, and counts come from
+the per-class ``groups`` totals (or, with a subject filter, from the rows).  With them, FTS5
+intersects the posting lists of ``terms`` in C.  A document's ID carries its row's eligibility,
+lifecycle rank and trust, so with only those filters besides the postings the count is FTS5
+alone over one or a few rowid ranges; kind, actor and subject filters join each match to its
+narrow ``row_keys`` entry by integer ID.  The page is either the top of the matches sorted (few
+matches) or a walk of ``row_keys_walk`` in recall order that stops after the page (many
+matches; bounded by a VM-instruction budget, past which the matches are sorted instead); the
+first page of several terms takes its count and page from one intersection.  ``rows`` is read
+only for the page itself.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from math import isqrt
 from typing import Any
 
 from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
+from palimpsest.hn.index_schema import KIND_CODE, TRUST_CODE, doc_group, doc_range, match_query
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,11 +71,12 @@ _COLUMNS = ", ".join("r." + c for c in ROW_COLUMNS)
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The eligible set of a request as SQL over ``rows r`` (clause and parameters).
+    """The eligible set of a request.
 
+    ``where``/``args`` filter ``rows r`` (used when there are no posting filters);
     ``classes``/``class_args`` hold only the lifecycle, trust, kind and actor filters (for the
-    ``groups`` totals); ``postings`` lists the topic, term and path filters, the rarest of
-    which drives counting.
+    ``groups`` totals); ``match`` is the ``terms`` expression of the topic, term and path
+    filters ("" when there are none).
     """
 
     where: str
@@ -73,9 +84,12 @@ class Selection:
     classes: str
     class_args: tuple[Any, ...]
     simple: bool
-    base: str = ""  # ``where`` without any postings clause
-    base_args: tuple[Any, ...] = ()
-    postings: tuple[tuple[str, str, str], ...] = ()  # every (table, column, value) filter
+    match: str = ""
+    ranks: tuple[int, ...] = ()
+    trusts: tuple[str, ...] = ()
+    kinds: tuple[str, ...] = ()
+    actors: tuple[str, ...] = ()
+    subject: str = ""
 
 
 def selection(
@@ -92,13 +106,14 @@ def selection(
     """Build the candidate filter of §16.3 (applicable, resolved evidence, then the filters)."""
     classes: list[str] = []
     class_args: list[Any] = []
+    ranks = [LIFECYCLE_RANK[v] for v in lifecycles]
 
     def member(column: str, values: Sequence[Any]) -> None:
         if values:
             classes.append(f"{column} IN ({','.join('?' * len(values))})")
             class_args.extend(values)
 
-    member("lifecycle_rank", [LIFECYCLE_RANK[v] for v in lifecycles])
+    member("lifecycle_rank", ranks)
     member("trust", trusts)
     member("kind", kinds)
     member("actor", actors)
@@ -108,62 +123,302 @@ def selection(
     if subject:
         clauses.append("(r.anchor_subject = ? OR r.applies_subject = ?)")
         args += [subject, subject]
-    base, base_args = " AND ".join(clauses), tuple(args)
-    postings = tuple(
-        (table, column, value)
-        for table, column, values in (
-            ("topics", "topic", topics),
-            ("tokens", "token", tokens),
-            ("paths", "path", [path] if path else []),
-        )
-        for value in values
-    )
-    for table, column, value in postings:
-        clauses.append(_posting_clause(table, column))
-        args.append(value)
+    match = match_query(topics=topics, tokens=tokens, path=path)
     return Selection(
         " AND ".join(clauses),
         tuple(args),
         " AND ".join(classes) or "1",
         tuple(class_args),
-        simple=not postings and not subject,
-        base=base,
-        base_args=base_args,
-        postings=postings,
+        simple=not match and not subject,
+        match=match,
+        ranks=tuple(ranks),
+        trusts=tuple(trusts),
+        kinds=tuple(kinds),
+        actors=tuple(actors),
+        subject=subject,
     )
 
 
-def _posting_clause(table: str, column: str) -> str:
-    return f"r.id IN (SELECT id FROM {table} WHERE {column} = ?)"  # noqa: S608
+_CHECKED = tuple(
+    ROW_COLUMNS.index(c)
+    for c in ("applicability", "evidence", "lifecycle_rank", "trust", "kind", "actor",
+              "anchor_subject", "applies_subject")
+)  # fmt: skip
 
 
-_PROBE = 1 << 16  # postings are counted up to here when choosing the rarest filter term
+def admits(sel: Selection, values: Sequence[Any]) -> bool:
+    """Whether stored row ``values`` (:data:`ROW_COLUMNS` order) pass the selection's
+    eligibility, lifecycle, trust, kind, actor and subject filters (not the postings)."""
+    applicability, evidence, rank, trust, kind, actor, anchor, applies = (
+        values[i] for i in _CHECKED
+    )
+    return (
+        applicability == "applicable"
+        and evidence == "resolved"
+        and (not sel.ranks or rank in sel.ranks)
+        and (not sel.trusts or trust in sel.trusts)
+        and (not sel.kinds or kind in sel.kinds)
+        and (not sel.actors or actor in sel.actors)
+        and (not sel.subject or sel.subject in (anchor, applies))
+    )
 
 
-def _rarest(
-    index: MemoryIndex, sel: Selection
-) -> tuple[tuple[str, str, str], str, tuple[Any, ...]]:
-    """The posting filter with the fewest entries, and the WHERE clause for the others."""
-    best = sel.postings[0]
-    if len(sel.postings) > 1:
-        sizes = []
-        for table, column, value in sel.postings:
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _key_filter(index: MemoryIndex, sel: Selection) -> tuple[str, tuple[Any, ...]] | None:
+    """The eligibility and class filters over ``row_keys k``; None when no class can match."""
+    clauses: list[str] = ["k.eligible = 1"]
+    args: list[Any] = []
+    if sel.ranks:
+        clauses.append(f"k.lifecycle_rank IN ({_marks(sel.ranks)})")
+        args += sel.ranks
+    if sel.trusts:
+        clauses.append(f"k.trust IN ({_marks(sel.trusts)})")
+        args += [TRUST_CODE[t] for t in sel.trusts]
+    if sel.kinds or sel.actors:
+        names: list[str] = []
+        name_args: list[str] = []
+        for column, values in (("kind", sel.kinds), ("actor", sel.actors)):
+            if values:
+                names.append(f"{column} IN ({_marks(values)})")
+                name_args += values
+        found = [
+            int(row[0])
+            for row in index.conn.execute(
+                f"SELECT cls FROM classes WHERE {' AND '.join(names)}",  # noqa: S608
+                name_args,
+            )
+        ]
+        if not found:
+            return None
+        clauses.append(f"k.cls IN ({_marks(found)})")
+        args += found
+    if sel.subject:
+        clauses.append("(k.anchor_subject = ? OR k.applies_subject = ?)")
+        args += [sel.subject, sel.subject]
+    return " AND ".join(clauses), tuple(args)
+
+
+_ALL_RANKS = tuple(range(10))  # LIFECYCLE_RANK values and 9 for anything else
+_ALL_CODES = tuple(range(8))
+
+
+def _doc_ranges(sel: Selection) -> list[tuple[int, int]] | None:
+    """The ``terms`` document ID ranges holding exactly the rows that pass the eligibility,
+    lifecycle, trust and kind filters, or None when actor or subject filters need the keys."""
+    if sel.actors or sel.subject:
+        return None
+    trusts = sorted(TRUST_CODE[t] for t in sel.trusts) if sel.trusts else _ALL_CODES
+    kinds = sorted(KIND_CODE[k] for k in sel.kinds) if sel.kinds else _ALL_CODES
+    ranges: list[list[int]] = []
+    for rank in sel.ranks or _ALL_RANKS:
+        for trust in trusts:
+            for kind in kinds:
+                group = doc_group(rank, trust, kind)
+                if ranges and ranges[-1][1] == group - 1:
+                    ranges[-1][1] = group
+                else:
+                    ranges.append([group, group])
+    return [doc_range(first, last) for first, last in ranges]
+
+
+# The matches of ``terms`` joined to their keys (FTS5 first: CROSS JOIN fixes the order).
+_MATCHED = "terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
+_KEY_ORDER = " ORDER BY k.lifecycle_rank, k.timestamp DESC, k.id"
+
+
+def _after_keys(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
+    if after is None:
+        return "", []
+    rank, stamp, mid = after
+    clause = (
+        " AND (k.lifecycle_rank > ? OR (k.lifecycle_rank = ? AND"
+        " (k.timestamp < ? OR (k.timestamp = ? AND k.id > ?))))"
+    )
+    return clause, [rank, rank, stamp, stamp, mid]
+
+
+def _eligible_total(index: MemoryIndex, sel: Selection) -> int:
+    # Only a cost estimate (never an answer), so the totals' MACs are not checked here.
+    row = index.conn.execute(
+        f"SELECT coalesce(sum(n), 0) FROM groups WHERE {sel.classes}",  # noqa: S608
+        sel.class_args,
+    ).fetchone()
+    return int(row[0])
+
+
+# Measured in SQLite VM instructions at 100k (docs/benchmarks.md): a walk costs about 5 per
+# match (the match list it probes) plus 15 per key it visits, about (eligible rows x page size
+# / matches) keys; the sort costs about 19 per match.  So walking wins when it visits fewer keys
+# than there are matches.  Its index yields recall order for one rank or for all of them.
+_WALK_COST = 1
+_TICK = 1000  # VM instructions between two looks at a walk's budget
+
+
+def _walk_budget(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> int:
+    """The VM instructions a walk for this page may use; 0 when sorting the matches is cheaper.
+
+    Matches crowded at the far end of the order would make a walk long: past twice its expected
+    cost it is interrupted and the matches are sorted instead.
+    """
+    if len(sel.ranks) > 1:
+        return 0
+    visits = _eligible_total(index, sel) * limit // matched + 1
+    if visits >= _WALK_COST * matched:
+        return 0
+    return 2 * (5 * matched + 15 * visits) + 4 * _TICK
+
+
+def _within(
+    index: MemoryIndex, budget: int, sql: str, params: Sequence[Any]
+) -> list[tuple[Any, ...]] | None:
+    """The rows of ``sql``, or None when it needed more than ``budget`` VM instructions (the
+    statement is interrupted)."""
+    ticks = 0
+
+    def tick() -> int:
+        nonlocal ticks
+        ticks += 1
+        return int(ticks * _TICK > budget)
+
+    index.conn.set_progress_handler(tick, _TICK)
+    try:
+        return [tuple(row) for row in index.conn.execute(sql, params)]
+    except sqlite3.OperationalError:
+        if ticks * _TICK > budget:
+            return None
+        raise
+    finally:
+        index.conn.set_progress_handler(None, 0)
+
+
+_ONE_PASS = True
+
+
+def _one_pass(
+    index: MemoryIndex,
+    sel: Selection,
+    keyed: tuple[str, tuple[Any, ...]],
+    span: tuple[int, int],
+    limit: int,
+) -> tuple[int, list[str]] | None:
+    """The count and the first page of a filter whose matches are one document range, from a
+    single FTS5 intersection (materialised once, then counted and sorted).
+
+    Returns None when the matches are so many that a walk would have been cheaper than this
+    sort (the statement is interrupted past that point): the caller then counts and walks.
+    """
+    where, args = keyed
+    # Sorting beats walking up to about sqrt(eligible x page size) matches (see _WALK_COST);
+    # about 24 VM instructions per match here.
+    most = isqrt(_eligible_total(index, sel) * limit) + 1
+    rows = _within(
+        index,
+        2 * 24 * most + 4 * _TICK,
+        "WITH m (doc) AS MATERIALIZED (SELECT rowid FROM terms WHERE terms MATCH ?"  # noqa: S608
+        " AND rowid BETWEEN ? AND ?) SELECT NULL, NULL, NULL, count(*) FROM m"
+        " UNION ALL SELECT * FROM (SELECT k.lifecycle_rank, k.timestamp, k.id, NULL"
+        f" FROM m CROSS JOIN row_keys k ON k.doc = m.doc WHERE {where}{_KEY_ORDER} LIMIT ?)",
+        (sel.match, *span, *args, limit),
+    )
+    if rows is None:
+        return None
+    matched = next(int(row[3]) for row in rows if row[2] is None)
+    page = [(int(rank), str(stamp), str(mid)) for rank, stamp, mid, _ in rows if mid is not None]
+    # A compound SELECT does not promise the order of its arms' rows: order the page here
+    # (§16.4: rank ascending, timestamp descending, ID ascending; three stable sorts).
+    page.sort(key=lambda k: k[2])
+    page.sort(key=lambda k: k[1], reverse=True)
+    page.sort(key=lambda k: k[0])
+    return matched, [mid for _, _, mid in page]
+
+
+def posting_page(
+    index: MemoryIndex,
+    sel: Selection,
+    column: str,
+    *,
+    after: tuple[int, str, str] | None,
+    limit: int,
+    bound: int = -1,
+) -> tuple[int, int, list[str]]:
+    """For a request with topic, term or path filters: the number of eligible rows, the largest
+    ``column`` (a byte size) among them, and the IDs of up to ``limit`` rows after ``after`` in
+    §16.4 order.
+
+    When no row of the filtered classes is larger than ``bound`` (the MAC-checked per-class
+    totals say so), the class-wide largest size is returned instead of the exact one: the
+    caller only compares it with ``bound``.
+
+    Raises:
+        IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
+    """
+    keyed = _key_filter(index, sel)
+    if keyed is None:
+        return 0, 0, []
+    where, args = keyed
+    ranges = _doc_ranges(sel)
+    biggest = -1
+    if ranges is not None:
+        _, widest = count_and_max(index, replace(sel, match="", simple=True), column)
+        if widest <= bound:
+            biggest = widest
+    if (
+        _ONE_PASS
+        and biggest >= 0
+        and ranges is not None
+        and len(ranges) == 1
+        and after is None
+        and limit > 0
+        and " AND " in sel.match
+    ):
+        # Several terms, first page: intersect once for both the count and the page.
+        found = _one_pass(index, sel, keyed, ranges[0], limit)
+        if found is not None:
+            return found[0], biggest, found[1]
+    if biggest >= 0 and ranges is not None:
+        # Counted by FTS5 alone: the document IDs carry eligibility, rank, trust and kind.
+        matched = 0
+        for low, high in ranges:
             row = index.conn.execute(
-                f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {column} = ? LIMIT ?)",  # noqa: S608
-                (value, _PROBE),
+                "SELECT count(*) FROM terms WHERE terms MATCH ? AND rowid BETWEEN ? AND ?",
+                (sel.match, low, high),
             ).fetchone()
-            sizes.append(int(row[0]))
-        best = sel.postings[sizes.index(min(sizes))]
-    clauses, args = [sel.base], list(sel.base_args)
-    skipped = False
-    for item in sel.postings:
-        if item == best and not skipped:
-            skipped = True
-            continue
-        # One primary-key probe per candidate of the rarest list, no materialised ID list.
-        clauses.append(f"EXISTS (SELECT 1 FROM {item[0]} WHERE {item[1]} = ? AND id = r.id)")  # noqa: S608
-        args.append(item[2])
-    return best, " AND ".join(clauses), tuple(args)
+            matched += int(row[0])
+    else:
+        row = index.conn.execute(
+            f"SELECT count(*), coalesce(max(k.{column}), 0) FROM {_MATCHED}"  # noqa: S608
+            f" WHERE f.terms MATCH ? AND {where}",
+            (sel.match, *args),
+        ).fetchone()
+        matched, biggest = int(row[0]), int(row[1])
+    if not matched or limit < 1:
+        return matched, biggest, []
+    after_sql, after_args = _after_keys(after)
+    # One document range (the usual filters) lets FTS5 skip every other document itself.
+    span, span_args = "", []
+    if ranges is not None and len(ranges) == 1:
+        span, span_args = " AND rowid BETWEEN ? AND ?", list(ranges[0])
+    budget = _walk_budget(index, sel, matched, limit)
+    if budget:
+        walked = _within(
+            index,
+            budget,
+            f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
+            f" AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span}){_KEY_ORDER}"
+            " LIMIT ?",
+            (*args, *after_args, sel.match, *span_args, limit),
+        )
+        if walked is not None:
+            return matched, biggest, [str(row[0]) for row in walked]
+    sql = (
+        f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
+        f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
+    )
+    params = (sel.match, *span_args, *args, *after_args, limit)
+    return matched, biggest, [str(r[0]) for r in index.conn.execute(sql, params)]
 
 
 def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int, int]:
@@ -184,58 +439,14 @@ def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int,
             total += int(values[4])
             biggest = max(biggest, int(values[pick]))
         return total, biggest
-    if sel.postings:
-        (table, key, value), rest, rest_args = _rarest(index, sel)
-        row = index.conn.execute(
-            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM {table} d"  # noqa: S608
-            f" CROSS JOIN rows r ON r.id = d.id WHERE d.{key} = ? AND {rest}",
-            (value, *rest_args),
-        ).fetchone()
-    else:
-        row = index.conn.execute(
-            f"SELECT count(*), coalesce(max(r.{column}), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
-            sel.args,
-        ).fetchone()
+    if sel.match:
+        matched, biggest, _ = posting_page(index, sel, column, after=None, limit=0)
+        return matched, biggest
+    row = index.conn.execute(
+        f"SELECT count(*), coalesce(max(r.{column}), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
+        sel.args,
+    ).fetchone()
     return int(row[0]), int(row[1])
-
-
-def posting_page(
-    index: MemoryIndex,
-    sel: Selection,
-    column: str,
-    *,
-    after: tuple[int, str, str] | None,
-    limit: int,
-) -> tuple[int, int, list[str]]:
-    """For a request with topic, term or path filters: the number of eligible rows, their
-    largest ``column``, and the IDs of the page after ``after`` in §16.4 order, in one pass.
-
-    The rarest posting list is joined to the rows once (through the covering ``rows_by_id``
-    index) instead of once to count and again to order the page; the order is applied here
-    with the same keys as :data:`_ORDER` (rank ascending, timestamp descending, ID ascending;
-    every key is ASCII, so Python's string order equals SQLite's BINARY collation).
-    """
-    (table, key, value), rest, rest_args = _rarest(index, sel)
-    found = index.conn.execute(
-        f"SELECT r.lifecycle_rank, r.timestamp, r.id, r.{column} FROM {table} d"  # noqa: S608
-        f" CROSS JOIN rows r INDEXED BY rows_by_id ON r.id = d.id WHERE d.{key} = ? AND {rest}",
-        (value, *rest_args),
-    ).fetchall()
-    biggest = max((int(row[3]) for row in found), default=0)
-    keyed = [(int(rank), str(stamp), str(mid)) for rank, stamp, mid, _ in found]
-    if after is not None:
-        rank0, stamp0, mid0 = after
-        keyed = [
-            k
-            for k in keyed
-            if k[0] > rank0
-            or (k[0] == rank0 and (k[1] < stamp0 or (k[1] == stamp0 and k[2] > mid0)))
-        ]
-    # Three stable sorts, least significant key first, give the mixed-direction order.
-    keyed.sort(key=lambda k: k[2])
-    keyed.sort(key=lambda k: k[1], reverse=True)
-    keyed.sort(key=lambda k: k[0])
-    return len(found), biggest, [k[2] for k in keyed[:limit]]
 
 
 def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
@@ -250,12 +461,14 @@ def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
                 raise IndexTampered("groups")
             total += int(values[7])
         return total
-    if sel.postings:
-        (table, key, value), rest, rest_args = _rarest(index, sel)
+    if sel.match:
+        keyed = _key_filter(index, sel)
+        if keyed is None:
+            return 0
         row = index.conn.execute(
-            f"SELECT coalesce(sum(r.search_units), 0) FROM {table} d"  # noqa: S608
-            f" CROSS JOIN rows r INDEXED BY rows_by_id ON r.id = d.id WHERE d.{key} = ? AND {rest}",
-            (value, *rest_args),
+            f"SELECT coalesce(sum(k.search_units), 0) FROM {_MATCHED}"  # noqa: S608
+            f" WHERE f.terms MATCH ? AND {keyed[0]}",
+            (sel.match, *keyed[1]),
         ).fetchone()
     else:
         row = index.conn.execute(
@@ -268,16 +481,18 @@ def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
 def scan_fields(index: MemoryIndex, sel: Selection) -> Iterator[tuple[str, int, bytes]]:
     """``(id, data_bytes, fields JSON)`` of every eligible row in recall order (for grep).
 
-    With topic, term or path filters only the rarest posting list's rows are read.
+    With topic, term or path filters only the matching rows are read.
     Unverified: grep re-checks the rows it returns against their MAC-verified JSON.
     """
-    if sel.postings:
-        (table, key, value), rest, rest_args = _rarest(index, sel)
+    if sel.match:
+        keyed = _key_filter(index, sel)
+        if keyed is None:
+            return
         sql = (
-            f"SELECT r.id, r.data_bytes, r.fields FROM {table} d CROSS JOIN rows r"  # noqa: S608
-            f" ON r.id = d.id WHERE d.{key} = ? AND {rest}{_ORDER}"
+            f"SELECT r.id, r.data_bytes, r.fields FROM {_MATCHED} CROSS JOIN rows r"  # noqa: S608
+            f" ON r.id = k.id WHERE f.terms MATCH ? AND {keyed[0]}{_KEY_ORDER}"
         )
-        args: tuple[Any, ...] = (value, *rest_args)
+        args: tuple[Any, ...] = (sel.match, *keyed[1])
     else:
         sql = (
             f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk"  # noqa: S608
@@ -305,11 +520,22 @@ def rows_by_id(index: MemoryIndex, ids: Sequence[str]) -> list[Candidate]:
 
 def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int, str, str] | None:
     """The sort key of ``memory`` if it is in the eligible set."""
-    row = index.conn.execute(
-        f"SELECT r.lifecycle_rank, r.timestamp, r.id FROM rows r WHERE {sel.where}"  # noqa: S608
-        " AND r.id = ?",
-        (*sel.args, memory),
-    ).fetchone()
+    if sel.match:
+        keyed = _key_filter(index, sel)
+        if keyed is None:
+            return None
+        row = index.conn.execute(
+            f"SELECT k.lifecycle_rank, k.timestamp, k.id FROM row_keys k"  # noqa: S608
+            f" WHERE k.id = ? AND {keyed[0]}"
+            " AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?)",
+            (memory, *keyed[1], sel.match),
+        ).fetchone()
+    else:
+        row = index.conn.execute(
+            f"SELECT r.lifecycle_rank, r.timestamp, r.id FROM rows r WHERE {sel.where}"  # noqa: S608
+            " AND r.id = ?",
+            (*sel.args, memory),
+        ).fetchone()
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
@@ -336,23 +562,26 @@ def candidates(
 ) -> Iterator[Candidate]:
     """Eligible rows in §16.4 order, starting after ``after``.
 
-    With topic, term or path filters and a limit, the page's IDs are found from the rarest
-    posting list through a covering index and only those rows are read; otherwise the rows are
-    walked in order.
+    With topic, term or path filters the page's IDs come from :func:`posting_page` and only
+    those rows are read (all matches' rows when there is no limit).
     """
-    after_sql, after_args = _after(after)
-    if sel.postings and limit is not None:
-        (table, key, value), rest, rest_args = _rarest(index, sel)
-        ids = [
-            str(row[0])
-            for row in index.conn.execute(
-                f"SELECT r.id FROM {table} d CROSS JOIN rows r INDEXED BY rows_by_id"  # noqa: S608
-                f" ON r.id = d.id WHERE d.{key} = ? AND {rest}{after_sql}{_ORDER} LIMIT ?",
-                (value, *rest_args, *after_args, limit),
-            )
-        ]
+    if sel.match:
+        if limit is None:
+            keyed = _key_filter(index, sel)
+            if keyed is None:
+                return
+            after_sql, after_args = _after_keys(after)
+            for *values, mac in index.conn.execute(
+                f"SELECT {_COLUMNS}, r.mac FROM {_MATCHED} CROSS JOIN rows r"  # noqa: S608
+                f" ON r.id = k.id WHERE f.terms MATCH ? AND {keyed[0]}{after_sql}{_KEY_ORDER}",
+                (sel.match, *keyed[1], *after_args),
+            ):
+                yield Candidate(tuple(values), str(mac))
+            return
+        _, _, ids = posting_page(index, sel, "content_bytes", after=after, limit=limit)
         yield from rows_by_id(index, ids)
         return
+    after_sql, after_args = _after(after)
     sql = (
         f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk"  # noqa: S608
         f" WHERE {sel.where}{after_sql}{_ORDER}"
@@ -368,6 +597,7 @@ def candidates(
 __all__ = [
     "Candidate",
     "Selection",
+    "admits",
     "candidates",
     "count_and_max",
     "position_after",

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from palimpsest.canonical import encode
+from palimpsest.hn.envelope import KINDS
 from palimpsest.hn.projection import Row, dependency_wire, row_parts
 from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/6"
+FORMAT = "pal-hn-memory-index/8"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -59,24 +60,34 @@ SCHEMA = (
     "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
     "CREATE INDEX rows_group ON rows (applicability, evidence, lifecycle_rank, trust, kind, actor,"
     " content_bytes, data_bytes, search_units)",
-    # Lets counts driven by topic, term or path postings check each row without reading it.
-    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
-    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
-    " search_units)",
     # Per-class totals of eligible rows, so counts never scan the whole table.
     "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
     " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
     " max_data INTEGER NOT NULL, units INTEGER NOT NULL, mac TEXT NOT NULL,"
     " PRIMARY KEY (lifecycle_rank, trust, kind, actor)) STRICT, WITHOUT ROWID",
-    "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX topics_id ON topics (id)",
-    "CREATE TABLE paths (id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (path, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX paths_id ON paths (id)",
-    "CREATE TABLE tokens (token TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (token, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX tokens_id ON tokens (id)",
+    # Small integer names for (trust, kind, actor), so row keys stay narrow.
+    "CREATE TABLE classes (cls INTEGER PRIMARY KEY, trust TEXT NOT NULL, kind TEXT NOT NULL,"
+    " actor TEXT NOT NULL, UNIQUE (trust, kind, actor)) STRICT",
+    # One narrow row per ``rows`` row with every filter and order column, so a topic, term or
+    # path filter is counted and paged from ``terms`` and these keys without reading ``rows``.
+    # ``rid`` is a stable small integer per memory; ``doc`` (its document in ``terms``) puts
+    # the row's eligibility, lifecycle rank, trust and kind above it (:func:`doc_group`), so a
+    # count of those filters is a few rowid ranges of ``terms`` alone.  Derived from ``rows``.
+    "CREATE TABLE row_keys (doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL UNIQUE,"
+    " id TEXT NOT NULL UNIQUE, eligible INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL,"
+    " trust INTEGER NOT NULL, timestamp TEXT NOT NULL, cls INTEGER NOT NULL,"
+    " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
+    " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
+    " search_units INTEGER NOT NULL) STRICT",
+    # Walks eligible keys in recall order (§16.4): the page of a filter that matches often.
+    "CREATE INDEX row_keys_walk ON row_keys (eligible, lifecycle_rank, timestamp DESC, id,"
+    " trust, cls, doc)",
+    # Topic, lexical-term and path postings of each row (document ``rid``) as opaque ASCII
+    # words (:func:`posting_terms`).  Contentless and without positions: the only question is
+    # "which rows hold every one of these terms".  A row's terms come from its signed record
+    # and never change, so its document is written once, when the row first appears.
+    "CREATE VIRTUAL TABLE terms USING fts5(words, content='', detail=none, columnsize=0,"
+    " tokenize='ascii')",
     "CREATE TABLE evidence_refs (memory TEXT NOT NULL, id TEXT NOT NULL,"
     " PRIMARY KEY (memory, id)) WITHOUT ROWID",
 )
@@ -237,6 +248,96 @@ def row_values(row: Row) -> tuple[Any, ...]:
     )
 
 
+# --------------------------------------------------------------- row keys and postings
+
+
+_SHORT_TERM = 32  # bytes; longer values are posted under their SHA-256
+
+
+def _term(kind: str, value: str) -> str:
+    # An opaque word of [0-9a-z] that FTS5's ascii tokenizer keeps whole and unchanged: a kind
+    # letter, then the hex of the value's UTF-8 (or, for a long value, of its SHA-256 under
+    # another letter, so no two distinct values ever share a word).
+    data = value.encode("utf-8", "surrogatepass")
+    if len(data) <= _SHORT_TERM:
+        return kind + data.hex()
+    return chr(ord(kind) + 1) + hashlib.sha256(data).hexdigest()
+
+
+def posting_terms(row: Row) -> str:
+    """The ``terms`` document of a row: its lexical tokens (content and topics), topics and
+    anchor paths, each an opaque word (a row has every term it is posted under, no other)."""
+    text = row.record.content + "\n" + "\n".join(row.record.topics)
+    words = {_term("w", t) for t in index_tokens(text)}
+    words.update(_term("t", t) for t in row.record.topics)
+    words.update(_term("p", p.path) for p in row.anchor.paths)
+    return " ".join(sorted(words))
+
+
+def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str) -> str:
+    """The ``terms MATCH`` expression asking for rows posted under every given value ("" when
+    nothing is asked)."""
+    words = [_term("t", t) for t in topics] + [_term("w", t) for t in tokens]
+    words += [_term("p", path)] if path else []
+    return " AND ".join(f'"{w}"' for w in words)
+
+
+TRUST_CODE = {"qualified": 0, "actor-untrusted": 1, "kind-untrusted": 2, "policy-missing": 3}
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+_OTHER = 7  # any other trust or kind (none exists today): 3 bits each
+_RID_BITS = 32
+
+
+def doc_group(rank: int, trust: int, kind: int) -> int:
+    """The high part of the ``terms`` document of an eligible row of this lifecycle rank, trust
+    code and kind code (0 is kept for rows that are not eligible)."""
+    return 1 + (rank * 8 + trust) * 8 + kind
+
+
+def doc_id(rid: int, group: int) -> int:
+    """A row's document ID in ``terms``: ``group << 32 | rid`` (``rid`` < 2**32)."""
+    return group << _RID_BITS | rid
+
+
+def doc_range(group: int, last: int) -> tuple[int, int]:
+    """The smallest and largest document IDs of the groups ``group..last``."""
+    return group << _RID_BITS, ((last + 1) << _RID_BITS) - 1
+
+
+_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "trust", "kind", "timestamp",
+               "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
+               "search_units")  # fmt: skip
+_KEY_INDEX = tuple(ROW_COLUMNS.index(c) for c in _KEY_SOURCE)
+CLASS_OF = tuple(ROW_COLUMNS.index(c) for c in ("trust", "kind", "actor"))
+
+
+def key_values(values: Sequence[Any], cls: int, rid: int) -> tuple[Any, ...]:
+    """The ``row_keys`` row of stored row ``values`` of class ``cls`` under ``rid``."""
+    (
+        mid,
+        applicability,
+        evidence,
+        rank,
+        trust,
+        kind,
+        stamp,
+        anchor,
+        applies,
+        content,
+        data,
+        units,
+    ) = (values[i] for i in _KEY_INDEX)
+    eligible = applicability == "applicable" and evidence == "resolved"
+    code = TRUST_CODE.get(trust, _OTHER)
+    group = doc_group(rank, code, KIND_CODE.get(kind, _OTHER)) if eligible else 0
+    doc = doc_id(rid, group)
+    return (doc, rid, mid, int(eligible), rank, code, stamp, cls, anchor, applies, content, data,
+            units)  # fmt: skip
+
+
+INSERT_KEY = "INSERT INTO row_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+
 GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
 GROUP_SQL = (
     "SELECT lifecycle_rank, trust, kind, actor, count(*), max(content_bytes), max(data_bytes),"
@@ -244,23 +345,33 @@ GROUP_SQL = (
 )
 
 __all__ = [
+    "CLASS_OF",
     "FORMAT",
     "GROUP_KEY",
     "GROUP_SQL",
     "INDEX_NAME",
+    "INSERT_KEY",
     "INSERT_ROW",
     "KEY_NAME",
+    "KIND_CODE",
     "LIFECYCLE_RANK",
     "RECALL_NIL",
     "ROW_COLUMNS",
     "SCHEMA",
     "TEMP_PREFIX",
+    "TRUST_CODE",
     "IndexContext",
     "IndexState",
     "IndexTampered",
     "StaleIndex",
+    "doc_group",
+    "doc_id",
+    "doc_range",
     "expected_schema",
     "index_tokens",
+    "key_values",
+    "match_query",
+    "posting_terms",
     "recall_record",
     "row_mac",
     "row_values",

@@ -15,13 +15,16 @@ from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
 from palimpsest.hn.index_schema import (
+    CLASS_OF,
     FORMAT,
     GROUP_SQL,
+    INSERT_KEY,
     INSERT_ROW,
     IndexContext,
     IndexState,
     StaleIndex,
-    index_tokens,
+    key_values,
+    posting_terms,
     row_mac,
     row_values,
     source_fingerprint,
@@ -132,37 +135,81 @@ def refresh_groups(
     )
 
 
+def _classes(conn: sqlite3.Connection) -> dict[tuple[str, str, str], int]:
+    return {
+        (str(t), str(k), str(a)): int(c)
+        for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
+    }
+
+
+def _class_id(
+    conn: sqlite3.Connection, known: dict[tuple[str, str, str], int], values: Sequence[Any]
+) -> int:
+    name = (str(values[CLASS_OF[0]]), str(values[CLASS_OF[1]]), str(values[CLASS_OF[2]]))
+    cls = known.get(name)
+    if cls is None:
+        cls = known[name] = max(known.values(), default=0) + 1  # never reused
+        conn.execute("INSERT INTO classes VALUES (?, ?, ?, ?)", (cls, *name))
+    return cls
+
+
 def write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
-    """Write (or rewrite) rows and their postings; return how many rows are new."""
+    """Write (or rewrite) rows, their keys and postings; return how many rows are new.
+
+    A rewritten row keeps its ``rid`` and its ``terms`` words (they derive from the signed
+    record, which never changes); its document moves when its eligibility, rank or trust do.
+    """
     added = 0
     touched: list[tuple[Any, ...]] = []
-    batch: dict[str, list[tuple[Any, ...]]] = {
-        "rows": [], "topics": [], "paths": [], "tokens": [], "evidence_refs": [],
-    }  # fmt: skip
+    known = _classes(conn)
+    rows_batch: list[tuple[Any, ...]] = []
+    keys_batch: list[tuple[Any, ...]] = []
+    terms_batch: list[tuple[int, str]] = []
+    refs_batch: list[tuple[str, str]] = []
+    next_rid = 1
+    if not fresh:
+        top = conn.execute("SELECT max(rid) FROM row_keys").fetchone()
+        next_rid = int(top[0] or 0) + 1
     for row in rows:
-        if fresh:
-            added += 1
-        else:
-            old = conn.execute(
+        values = row_values(row)
+        cls = _class_id(conn, known, values)
+        old = None
+        if not fresh:
+            touched += conn.execute(
                 "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
             ).fetchall()
-            added += not old
-            touched += old
-            for table in batch:
-                conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
-        values = row_values(row)
+            conn.execute("DELETE FROM rows WHERE id = ?", (row.id,))
+            conn.execute("DELETE FROM evidence_refs WHERE id = ?", (row.id,))
+            old = conn.execute("SELECT doc, rid FROM row_keys WHERE id = ?", (row.id,)).fetchone()
+        if old is None:
+            added += 1
+            keys = key_values(values, cls, next_rid)
+            next_rid += 1
+            terms_batch.append((keys[0], posting_terms(row)))
+        else:
+            keys = key_values(values, cls, int(old[1]))
+            conn.execute("DELETE FROM row_keys WHERE doc = ?", (old[0],))
+            if keys[0] != old[0]:
+                # Same words (they come from the signed record), another document ID: a
+                # contentless table forgets a document given its exact words.
+                words = posting_terms(row)
+                conn.execute(
+                    "INSERT INTO terms (terms, rowid, words) VALUES ('delete', ?, ?)",
+                    (old[0], words),
+                )
+                terms_batch.append((keys[0], words))
         touched.append((values[4], row.trust, row.kind, row.actor))
-        batch["rows"].append((*values, row_mac(key, values)))
-        batch["topics"] += [(row.id, t) for t in row.record.topics]
-        batch["paths"] += [(row.id, p.path) for p in row.anchor.paths]
-        text = row.record.content + "\n" + "\n".join(row.record.topics)
-        batch["tokens"] += [(t, row.id) for t in index_tokens(text)]
-        batch["evidence_refs"] += [
+        rows_batch.append((*values, row_mac(key, values)))
+        keys_batch.append(keys)
+        refs_batch += [
             (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
         ]
-    conn.executemany(INSERT_ROW, batch["rows"])
-    for table in ("topics", "paths", "tokens", "evidence_refs"):
-        conn.executemany(f"INSERT OR IGNORE INTO {table} VALUES (?, ?)", batch[table])  # noqa: S608
+    conn.executemany(INSERT_ROW, rows_batch)
+    conn.executemany(INSERT_KEY, keys_batch)
+    conn.executemany("INSERT INTO terms (rowid, words) VALUES (?, ?)", terms_batch)
+    conn.executemany("INSERT OR IGNORE INTO evidence_refs VALUES (?, ?)", refs_batch)
+    if fresh:
+        conn.execute("INSERT INTO terms (terms) VALUES ('optimize')")  # one segment to read
     refresh_groups(conn, key, None if fresh else touched)
     return added
 

@@ -34,6 +34,8 @@ from palimpsest.hn.index import (
 )
 from palimpsest.hn.index_query import (
     Candidate,
+    Selection,
+    admits,
     candidates,
     count_and_max,
     position_after,
@@ -116,7 +118,7 @@ class RecallResult:
         return "\n".join(lines) + "\n"
 
 
-def _selection_for(request: RecallRequest, *, lexical: bool) -> Any:
+def _selection_for(request: RecallRequest, *, lexical: bool) -> Selection:
     return selection(
         subject=request.subject,
         path=request.path,
@@ -132,8 +134,10 @@ def _selection_for(request: RecallRequest, *, lexical: bool) -> Any:
 _Tampered = IndexTampered  # a row or total failed its integrity check: rebuild, answer again
 
 
-def _checked(index: MemoryIndex, cand: Candidate) -> Candidate:
-    if not index.row_valid(cand.values, cand.mac):
+def _checked(index: MemoryIndex, sel: Selection, cand: Candidate) -> Candidate:
+    # The MAC proves the row is ours; the class check proves the unauthenticated keys that
+    # chose it did not smuggle in a row the filters exclude.
+    if not index.row_valid(cand.values, cand.mac) or not admits(sel, cand.values):
         raise _Tampered(cand.id)
     return cand
 
@@ -188,10 +192,11 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
                 raise _cursor_error("recall")
         limit = request.max_records + 1
         page_ids: list[str] | None = None
-        if sel.postings:
+        if sel.match:
             matched, biggest, page_ids = posting_page(
-                index, sel, "content_bytes", after=after, limit=limit
-            )
+                index, sel, "content_bytes", after=after, limit=limit,
+                bound=request.max_content_bytes,
+            )  # fmt: skip
         else:
             matched, biggest = count_and_max(index, sel, "content_bytes")
         if biggest > request.max_content_bytes:
@@ -203,7 +208,7 @@ def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool)
         else:
             fetched = list(candidates(index, sel, after=after, limit=limit))
         page, truncated = _page(fetched, "content", request)
-        page = [_checked(index, cand) for cand in page]
+        page = [_checked(index, sel, cand) for cand in page]
         if fetched and not page:  # the first record alone exceeds the bound: stale totals
             raise _too_big(fetched[0].id, "content")
         cursor = encode_cursor(digest, page[-1].id) if truncated and page else ""
@@ -289,7 +294,7 @@ def _grep_once(
             page_ids.append(mid)
             used += data_bytes
         truncated = start + len(page_ids) < len(hits)
-        page = [_checked(index, cand) for cand in rows_by_id(index, page_ids)]
+        page = [_checked(index, sel, cand) for cand in rows_by_id(index, page_ids)]
         matches = [_field_matches(pattern, cand) for cand in page]
         if len(page) != len(page_ids) or not all(matches):
             raise _Tampered("grep fields")  # the unverified surface disagreed with the row
