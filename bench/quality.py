@@ -23,6 +23,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 from quality_data import (
@@ -66,6 +67,19 @@ def _sessions_from_turns(turns: Searcher, corpus: Corpus) -> Searcher:
         return ranking if unit == "turn" else sessions_of(ranking, session_of)
 
     return search
+
+
+def _clock_at(corpus: Corpus) -> Callable[[], int] | None:
+    """The service clock of a corpus whose questions carry the moment they are asked
+    (LongMemEval's ``question_date``): the service runs at that moment, as it would for the
+    user then, so "two weeks ago" means two weeks before the question. ``None`` (the real
+    clock) when the benchmark gives no such moment (LoCoMo)."""
+    moments = {q.when for q in corpus.questions}
+    if len(moments) != 1 or None in moments:
+        return None
+    at = datetime.fromisoformat(str(moments.pop()).replace("Z", "+00:00"))
+    epoch_ms = int(at.timestamp() * 1000)
+    return lambda: epoch_ms
 
 
 # --- engines -----------------------------------------------------------------------------------
@@ -128,7 +142,7 @@ class ServiceEngine:
 
         self.close()
         data = self.workdir / corpus.name.replace("/", "_")
-        svc = MemoryService(data)
+        svc = MemoryService(data, clock=_clock_at(corpus))
         self._open = (svc, data)
         made = svc.bootstrap_owner("bench")
         assert made is not None
