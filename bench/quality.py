@@ -292,22 +292,27 @@ What recall does (the engine every user gets; nothing here is benchmark-specific
 analysed by `palimpsest.search.analyzer` (Unicode words, case and Latin-accent folding,
 English stop words, a light suffix stemmer, CJK unigrams); SQLite FTS5 BM25 ranks the record's
 own words (weight 1.0) and, for an episode, the words of the episode written just before it in
-the same memory (`fts.CONTEXT_WEIGHT` 0.5); `search.rank` fuses that BM25 order with a
-rarity-weighted coverage of the question's terms (reciprocal rank fusion, k = 60) and lets
-episodes of one conversation (`attributes.session_id`, as the Hermes provider writes it)
-support each other (`THREAD_WEIGHT` 0.2). No embeddings: the optional local embedding signal
-was not built, so `query` is answered lexically and the service says so in `degraded`.
+the same memory and the same conversation (`fts.CONTEXT_WEIGHT` 0.5); `search.rank` fuses
+that BM25 order with a rarity-weighted coverage of the question's terms and, when the question
+names a moment ("two weeks ago", "last Saturday", "yesterday": `search.timeref`), with the
+order of records whose time lies nearest that moment counted back from the service clock
+(`TIME_WEIGHT` 2.0) (reciprocal rank fusion, k = 60), and lets episodes of one conversation
+(`attributes.session_id`, as the Hermes provider writes it) support each other
+(`THREAD_WEIGHT` 0.2). No embeddings: the optional local embedding signal was not built, so
+`query` is answered lexically and the service says so in `degraded`.
 
 No LLM anywhere; CPU only; one shared, loaded 2-core machine. `service` = every benchmark user
 gets a fresh data directory, each session's turns are written as `episode` records through
 `MemoryService.observe` (one call per session; text, role, speaker, `session_id` and session
 time; a turn over 12,000 characters is written as consecutive episodes, and counts once at its
-best rank), and each question is one
-`MemoryService.recall` call (`{"query": question, "limit": 100}`; the LongMemEval official
-protocol adds the filter `attributes.role eq user`). `bm25` = `rank_bm25.BM25Okapi` defaults
-over the same texts split on single spaces (session-level: a session's turns joined, as the
-upstream scripts do), computed in the same run. Our session rankings are the distinct sessions
-of the turn ranking in first-seen order (upstream's turn→session mapping).
+best rank), and each question is one `MemoryService.recall` call (`{"query": question, "limit":
+100}`; the LongMemEval official protocol adds the filter `attributes.role eq user`). A
+LongMemEval user's service runs with its clock at the question's `question_date` (the user asks
+then; the sessions keep their own dates); LoCoMo gives no question date, so its service runs on
+the real clock. `bm25` = `rank_bm25.BM25Okapi` defaults over the same texts split on single
+spaces (session-level: a session's turns joined, as the upstream scripts do), computed in the
+same run. Our session rankings are the distinct sessions of the turn ranking in first-seen
+order (upstream's turn→session mapping).
 Split: a question is in the development set when the last hex digit of sha256(id) is even
 (`id` = LongMemEval `question_id`, LoCoMo `<sample_id>#<index in qa>`); all tuning used the
 development set only. LoCoMo `overall_1_4` is the headline (category 5, adversarial, apart);
