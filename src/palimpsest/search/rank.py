@@ -187,7 +187,8 @@ def _thread_support(keys: Sequence[str], threads: Mapping[str, str]) -> list[flo
     ``1/(THREAD_K + rank)`` plus :data:`THREAD_WEIGHT` times that of its best
     :data:`THREAD_MATES` thread-mates (so a long conversation does not win by volume)."""
     own = [1.0 / (THREAD_K + i + 1) for i in range(len(keys))]
-    # ``keys`` are best first, so the first THREAD_MATES + 1 of a thread are its best.
+    # ``keys`` are best first, so the first THREAD_MATES + 1 of a thread are its best; a
+    # record among them is supported by the others, any other record by the first ones.
     best: dict[str, list[int]] = {}
     for i, key in enumerate(keys):
         t = threads.get(key)
@@ -195,15 +196,19 @@ def _thread_support(keys: Sequence[str], threads: Mapping[str, str]) -> list[flo
             top = best.setdefault(t, [])
             if len(top) <= THREAD_MATES:
                 top.append(i)
+    head = {t: sum(own[j] for j in top[:THREAD_MATES]) for t, top in best.items()}
     out = []
     for i, key in enumerate(keys):
         t = threads.get(key)
         if t is None:
             out.append(own[i])
             continue
-        mates = [own[j] for j in best[t] if j != i][:THREAD_MATES]
-        out.append(own[i] + THREAD_WEIGHT * sum(mates))
+        top = best[t]
+        if i in top[:THREAD_MATES]:
+            mates = head[t] - own[i] + (own[top[THREAD_MATES]] if len(top) > THREAD_MATES else 0.0)
+        else:
+            mates = head[t]
+        out.append(own[i] + THREAD_WEIGHT * mates)
     return out
-
 
 __all__ = ["DEFAULT_CANDIDATES", "TIME_WEIGHT", "Candidate", "Ranked", "candidate_limit", "rerank"]
