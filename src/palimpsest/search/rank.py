@@ -79,7 +79,7 @@ THREAD_WEIGHT = 0.3
 """Share of a thread-mate's rank score a record receives. Tuned with :data:`THREAD_K` and
 :data:`THREAD_MATES` on the development halves: (0.3, 5, 2) against the earlier (0.2, 2, all
 mates) raised LongMemEval_S session recall_all@5 .880 → .885 and turn recall_all@5 .620 →
-.625 and kept LoCoMo (turn recall_any@5 .693 → .696); 0.2 and 0.4, K 2 and 10, three mates
+.625 and kept LoCoMo (turn recall_any@5 .693 → .695); 0.2 and 0.4, K 2 and 10, three mates
 were no better, and supporting by fused score instead of rank lifted LongMemEval (.894) but
 cost LoCoMo turn recall_any@5 1–3 points."""
 THREAD_K = 5.0
