@@ -62,20 +62,25 @@ def test_text_signal_is_named_text() -> None:
 
 
 def test_records_of_one_conversation_support_each_other() -> None:
-    # Five single-word matches in lexical order a..e; c, d and e share a conversation, so
-    # their support lifts c above the lone b (and the lone best match a keeps its place).
-    threads = {"a": None, "b": None, "c": "s1", "d": "s1", "e": "s1"}
+    # Six single-word matches in lexical order a..f; c..f share a conversation. Each of them
+    # is lifted by its two best thread-mates, so c, d and e pass the lone best match a; f
+    # counts only two mates too (a long conversation does not win by volume) and stays
+    # below a, above the lone b.
+    threads = {"a": None, "b": None, "c": "s1", "d": "s1", "e": "s1", "f": "s1"}
     cands = [
-        rank.Candidate(k, "", 5.0 - i, analyzed="tea", thread=t)
+        rank.Candidate(k, "", 6.0 - i, analyzed="tea", thread=t)
         for i, (k, t) in enumerate(threads.items())
     ]
-    assert [r.key for r in rank.rerank("tea", cands, limit=5)] == ["a", "c", "b", "d", "e"]
+    expected = ["c", "d", "e", "a", "f", "b"]
+    assert (rank.THREAD_WEIGHT, rank.THREAD_K, rank.THREAD_MATES) == (0.3, 5.0, 2)
+    assert [r.key for r in rank.rerank("tea", cands, limit=6)] == expected
     # Without threads the lexical order stands.
     plain = [rank.Candidate(c.key, "", c.lexical, analyzed="tea") for c in cands]
-    assert [r.key for r in rank.rerank("tea", plain, limit=5)] == ["a", "b", "c", "d", "e"]
+    assert [r.key for r in rank.rerank("tea", plain, limit=6)] == ["a", "b", "c", "d", "e", "f"]
     # The thread may come from attributes.session_id instead.
     attrs = [
         rank.Candidate(c.key, "", c.lexical, attributes={"session_id": c.thread}, analyzed="tea")
         for c in cands
     ]
-    assert [r.key for r in rank.rerank("tea", attrs, limit=5)] == ["a", "c", "b", "d", "e"]
+    assert [r.key for r in rank.rerank("tea", attrs, limit=6)] == expected
+

@@ -3,7 +3,9 @@
 What the engine serves, stated once (and copied into the capability document):
 
 - ``text``: ranked lexical retrieval, BM25 over SQLite FTS5 on the analysed title and content
-  words (:mod:`palimpsest.search.fts` builds the quoted MATCH expression);
+  words (:mod:`palimpsest.search.fts` builds the quoted MATCH expression); a period the
+  question names ("two weeks ago") favours records whose time lies there, counted back from
+  the service clock (:mod:`palimpsest.search.timeref`);
 - ``filters``: the grammar ``{field, op, value}`` | ``{and}`` | ``{or}`` over ``type``,
   ``attributes.*`` and ``time.*``, evaluated on each candidate's current version.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from palimpsest import canonical
@@ -57,6 +60,12 @@ def search_terms(req: RecallRequest) -> list[str]:
     """Analysed words of the lexical search: ``text``, and ``query`` words as a fallback."""
     raw = " ".join(x for x in (req.text, req.query) if x)
     return query_terms(raw, limit=64)
+
+
+def instant(epoch_ms: int) -> datetime:
+    """The service clock's reading as a UTC datetime: the "now" that relative periods in a
+    question ("two weeks ago") are counted back from."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC)
 
 
 def degraded_for(req: RecallRequest) -> list[str]:

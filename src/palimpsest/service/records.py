@@ -421,7 +421,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
         if len(hits) < want or bounded:
             exhausted = True
             break
-    ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text)
+    ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
+                         now=rc.instant(core.now_ms()))
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
         loaded[str(row["n"])] = core.version(row)

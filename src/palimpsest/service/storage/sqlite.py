@@ -361,7 +361,8 @@ class SqliteStore(PrincipalRows):
                 (record_id, version, memory_id, body_digest, written_at, written_by, extra,
                  changeset_id))
         if existing is None:
-            prev = self._previous_episode(memory_id, None, None) if type == "episode" else None
+            prev = self._previous_episode(memory_id, None, None, thread) \
+                if type == "episode" else None
             context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
                 "INSERT INTO records (id, memory_id, type, version, status, written_at, "
@@ -388,12 +389,17 @@ class SqliteStore(PrincipalRows):
         for dst, rel in edges:
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
 
-    def _previous_episode(self, memory_id: str, before: int | None,
-                          skip: str | None) -> sqlite3.Row | None:
-        """The episode written last in ``memory_id`` (before row ``before``; not ``skip``)."""
-        return self._one("SELECT n, id FROM records WHERE memory_id=? AND type='episode' AND "
-                         "(? IS NULL OR n < ?) AND id IS NOT ? ORDER BY n DESC LIMIT 1",
-                         (memory_id, before, before, skip))
+    def _previous_episode(self, memory_id: str, before: int | None, skip: str | None,
+                          thread: str | None) -> sqlite3.Row | None:
+        """The episode written last in ``memory_id`` (before row ``before``; not ``skip``),
+        or ``None`` when it belongs to another conversation than ``thread``: the words that
+        closed the last conversation are not the context of the first turn of a new one."""
+        prev = self._one("SELECT n, id, thread FROM records WHERE memory_id=? AND "
+                         "type='episode' AND (? IS NULL OR n < ?) AND id IS NOT ? "
+                         "ORDER BY n DESC LIMIT 1", (memory_id, before, before, skip))
+        if prev is not None and thread is not None and prev["thread"] != thread:
+            return None
+        return prev
 
     def _fts_text(self, n: int) -> str:
         row = self._one("SELECT text FROM record_fts WHERE rowid=?", (n,))
@@ -426,9 +432,10 @@ class SqliteStore(PrincipalRows):
             self._x("DELETE FROM records WHERE n=?", (head["n"],))
             # Episodes indexed with this record's words as context take the episode before
             # it instead, exactly as a rebuild (where this record is never an episode) does.
-            for dep in self._q("SELECT n, memory_id FROM records WHERE context_src=?",
+            for dep in self._q("SELECT n, memory_id, thread FROM records WHERE context_src=?",
                                (record_id,)):
-                prev = self._previous_episode(dep["memory_id"], dep["n"], record_id)
+                prev = self._previous_episode(dep["memory_id"], dep["n"], record_id,
+                                              dep["thread"])
                 self._x("UPDATE records SET context_src=? WHERE n=?",
                         (prev["id"] if prev is not None else None, dep["n"]))
                 self._x("UPDATE record_fts SET context=? WHERE rowid=?",
