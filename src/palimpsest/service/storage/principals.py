@@ -9,31 +9,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from palimpsest.service.model import Credential, Group, Member
-from palimpsest.service.storage.schema import member_of
+from palimpsest.service.storage.schema import Statements, member_of
 
 
-class PrincipalRows:
+class PrincipalRows(Statements):
     """Statement helpers over ``_db`` and the principal tables."""
 
     _db: sqlite3.Connection
     _db_path: Path
     _peek: sqlite3.Connection | None
     _peek_lock: threading.Lock
-
-    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        return self._db.execute(sql, args).fetchall()
-
-    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
-        return row
-
-    def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
-        return self._db.execute(sql, args).rowcount
 
     # --- the principals generation ---------------------------------------------------------
     def principals_generation(self) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, NamedTuple
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
@@ -143,6 +143,21 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+class Statements:
+    """The three statement shapes every row helper of the store uses, over ``_db``."""
 
-__all__ = ["BM25", "RANK", "SCHEMA", "SCHEMA_VERSION", "Hit", "grant_of", "hash_secret", "load",
-           "member_of", "memory_of", "priv_text", "privs"]
+    _db: sqlite3.Connection
+
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        return self._db.execute(sql, args).fetchall()
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
+        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
+        return row
+
+    def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
+        return self._db.execute(sql, args).rowcount
+
+
+__all__ = ["BM25", "RANK", "SCHEMA", "SCHEMA_VERSION", "Hit", "Statements", "grant_of",
+           "hash_secret", "load", "member_of", "memory_of", "priv_text", "privs"]

@@ -11,8 +11,8 @@ speaks SQL. This module keeps:
 - the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
   FTS5 index ``record_fts`` (plus ``edges`` and ``memory_counts``) — all re-derived from the
   changesets by ``Core.rebuild`` (``pal admin rebuild``);
-- small documents (jobs, named queries, snapshots, consolidation runs, harness settings) and the
-  idempotency table.
+- the idempotency table (uploaded files' bytes and small documents — jobs, named queries,
+  snapshots, consolidation runs, harness settings — are in :mod:`.files`, another base).
 
 Every write runs inside :meth:`SqliteStore.write`: one ``BEGIN IMMEDIATE`` transaction, so a
 crash leaves either the whole changeset with its projection and index, or nothing. WAL with
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
@@ -34,6 +33,7 @@ from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.service.model import Grant, Memory, Ref, unavailable
+from palimpsest.service.storage.files import FileRows
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.schema import (
     BM25,
@@ -51,7 +51,7 @@ from palimpsest.service.storage.schema import (
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
 
 
-class SqliteStore(PrincipalRows):
+class SqliteStore(PrincipalRows, FileRows):
     """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
 
     def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
@@ -627,73 +627,6 @@ class SqliteStore(PrincipalRows):
         r = self._one("SELECT COUNT(*) AS c FROM record_fts")
         out["indexed"] = int(r["c"]) if r else 0
         return out
-
-    # --- files ----------------------------------------------------------------------------
-    def file_path(self, sha256: str) -> Path:
-        """Where the bytes with this digest live."""
-        return self.data_dir / "files" / sha256[:2] / sha256
-
-    def put_file_bytes(self, data: bytes) -> str:
-        """Write bytes content-addressed (fsync + atomic rename); returns their sha256."""
-        sha = hashlib.sha256(data).hexdigest()
-        path = self.file_path(sha)
-        if path.exists():
-            return sha
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-        return sha
-
-    def read_file_bytes(self, sha256: str) -> bytes | None:
-        """The bytes, or ``None`` once erased."""
-        try:
-            return self.file_path(sha256).read_bytes()
-        except FileNotFoundError:
-            return None
-
-    def delete_file_bytes(self, sha256: str) -> None:
-        """Remove bytes no longer named by any file."""
-        if self._one("SELECT 1 FROM files WHERE sha256=?", (sha256,)) is None:
-            self.file_path(sha256).unlink(missing_ok=True)
-
-    def insert_file(self, fid: str, sha: str, name: str, media_type: str, size: int,  # noqa: PLR0917
-                    created_by: str, now: int) -> None:
-        """Register an uploaded file."""
-        self._x("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
-                (fid, sha, name, media_type, size, created_by, now))
-
-    def file(self, fid: str) -> sqlite3.Row | None:
-        """One uploaded file's row."""
-        return self._one("SELECT * FROM files WHERE id=?", (fid,))
-
-    def delete_file(self, fid: str) -> None:
-        """Forget an uploaded file's row (its bytes go when no row names them)."""
-        row = self.file(fid)
-        self._x("DELETE FROM files WHERE id=?", (fid,))
-        if row is not None:
-            self.delete_file_bytes(row["sha256"])
-
-    # --- documents ------------------------------------------------------------------------
-    def put_doc(self, kind: str, did: str, memory_id: str | None, created_at: int,
-                doc: Any) -> None:
-        """Insert or replace a small document."""
-        self._x("INSERT INTO docs VALUES (?,?,?,?,?) ON CONFLICT(kind, id) DO UPDATE SET "
-                "doc=excluded.doc", (kind, did, memory_id, created_at, canonical.encode(doc)))
-
-    def doc(self, kind: str, did: str) -> tuple[str | None, Any] | None:
-        """``(memory_id, doc)`` or ``None``."""
-        r = self._one("SELECT memory_id, doc FROM docs WHERE kind=? AND id=?", (kind, did))
-        return (r["memory_id"], load(r["doc"])) if r else None
-
-    def docs(self, kind: str, memory_id: str) -> list[Any]:
-        """Documents of one kind for a memory, newest first."""
-        return [load(r["doc"]) for r in self._q(
-            "SELECT doc FROM docs WHERE kind=? AND memory_id=? ORDER BY created_at DESC, "
-            "rowid DESC", (kind, memory_id))]
 
 
 __all__ = ["Hit", "SqliteStore", "hash_secret", "load"]

@@ -1,0 +1,95 @@
+"""Uploaded files (content-addressed bytes under ``files/`` plus their rows) and small documents.
+
+A base of :class:`~palimpsest.service.storage.sqlite.SqliteStore`, split out so that module
+keeps to the tree, history and projections. Like :mod:`.principals` it runs statements on the
+store's connection and never opens a transaction itself: callers hold ``write`` or ``read``.
+Bytes are written (fsync + atomic rename) before the row that names them commits, so a crash
+can leave unnamed bytes behind but never a row without its bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from palimpsest import canonical
+from palimpsest.service.storage.schema import Statements, load
+
+
+class FileRows(Statements):
+    """Statement helpers over ``_db`` for the ``files`` and ``docs`` tables."""
+
+    data_dir: Path
+
+    # --- files ----------------------------------------------------------------------------
+    def file_path(self, sha256: str) -> Path:
+        """Where the bytes with this digest live."""
+        return self.data_dir / "files" / sha256[:2] / sha256
+
+    def put_file_bytes(self, data: bytes) -> str:
+        """Write bytes content-addressed (fsync + atomic rename); returns their sha256."""
+        sha = hashlib.sha256(data).hexdigest()
+        path = self.file_path(sha)
+        if path.exists():
+            return sha
+        path.parent.mkdir(exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return sha
+
+    def read_file_bytes(self, sha256: str) -> bytes | None:
+        """The bytes, or ``None`` once erased."""
+        try:
+            return self.file_path(sha256).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def delete_file_bytes(self, sha256: str) -> None:
+        """Remove bytes no longer named by any file."""
+        if self._one("SELECT 1 FROM files WHERE sha256=?", (sha256,)) is None:
+            self.file_path(sha256).unlink(missing_ok=True)
+
+    def insert_file(self, fid: str, sha: str, name: str, media_type: str, size: int,  # noqa: PLR0917
+                    created_by: str, now: int) -> None:
+        """Register an uploaded file."""
+        self._x("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
+                (fid, sha, name, media_type, size, created_by, now))
+
+    def file(self, fid: str) -> sqlite3.Row | None:
+        """One uploaded file's row."""
+        return self._one("SELECT * FROM files WHERE id=?", (fid,))
+
+    def delete_file(self, fid: str) -> None:
+        """Forget an uploaded file's row (its bytes go when no row names them)."""
+        row = self.file(fid)
+        self._x("DELETE FROM files WHERE id=?", (fid,))
+        if row is not None:
+            self.delete_file_bytes(row["sha256"])
+
+    # --- documents ------------------------------------------------------------------------
+    def put_doc(self, kind: str, did: str, memory_id: str | None, created_at: int,
+                doc: Any) -> None:
+        """Insert or replace a small document."""
+        self._x("INSERT INTO docs VALUES (?,?,?,?,?) ON CONFLICT(kind, id) DO UPDATE SET "
+                "doc=excluded.doc", (kind, did, memory_id, created_at, canonical.encode(doc)))
+
+    def doc(self, kind: str, did: str) -> tuple[str | None, Any] | None:
+        """``(memory_id, doc)`` or ``None``."""
+        r = self._one("SELECT memory_id, doc FROM docs WHERE kind=? AND id=?", (kind, did))
+        return (r["memory_id"], load(r["doc"])) if r else None
+
+    def docs(self, kind: str, memory_id: str) -> list[Any]:
+        """Documents of one kind for a memory, newest first."""
+        return [load(r["doc"]) for r in self._q(
+            "SELECT doc FROM docs WHERE kind=? AND memory_id=? ORDER BY created_at DESC, "
+            "rowid DESC", (kind, memory_id))]
+
+
+__all__ = ["FileRows"]
