@@ -640,6 +640,34 @@ def _raw_key(public_key: str) -> bytes:
     return b64_nopad_decode(public_key, 32, "public key")
 
 
+def signature_material(envelope: Envelope, signature_text: str) -> tuple[bytes, bytes]:
+    """Every signature check except the curve arithmetic: the canonical encoding of the
+    signature file and an acceptable public key.  Returns ``(raw key, raw signature)`` for
+    :func:`signature_valid` (which a reader may run later, or in a worker process).
+
+    Raises:
+        InvalidInput: ``invalid-signature`` for a bad encoding, ``weak-key`` for a weak key.
+    """
+    try:
+        raw_sig = b64_nopad_decode(signature_text, 64, "signature")
+    except InvalidInput as exc:
+        raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
+    _key_actor(envelope.public_key)  # refuses weak or malformed keys (cached)
+    return _raw_key(envelope.public_key), raw_sig
+
+
+def signature_valid(raw_key: bytes, raw_sig: bytes, payload: bytes) -> bool:
+    """Ed25519 verification of ``raw_sig`` over the exact payload (key already checked)."""
+    try:
+        verifier(raw_key).verify(raw_sig, payload)
+    except InvalidSignature:
+        return False
+    return True
+
+
+SIGNATURE_FAILED = "memory signature does not verify"
+
+
 def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) -> None:
     """Verify the signature file over the exact payload with the envelope's key.
 
@@ -647,15 +675,9 @@ def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) ->
         InvalidInput: ``invalid-signature`` for bad encoding or a failed verification,
             ``weak-key`` for a weak key.
     """
-    try:
-        raw_sig = b64_nopad_decode(signature_text, 64, "signature")
-    except InvalidInput as exc:
-        raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
-    _key_actor(envelope.public_key)  # refuses weak or malformed keys (cached)
-    try:
-        verifier(_raw_key(envelope.public_key)).verify(raw_sig, payload)
-    except InvalidSignature as exc:
-        raise InvalidInput("memory signature does not verify", code="invalid-signature") from exc
+    raw_key, raw_sig = signature_material(envelope, signature_text)
+    if not signature_valid(raw_key, raw_sig, payload):
+        raise InvalidInput(SIGNATURE_FAILED, code="invalid-signature")
 
 
 __all__ = [
@@ -664,6 +686,7 @@ __all__ = [
     "MODES",
     "OPERATIONS",
     "PROTOCOL",
+    "SIGNATURE_FAILED",
     "Anchor",
     "Applicability",
     "Envelope",
@@ -682,6 +705,8 @@ __all__ = [
     "record_from_wire",
     "record_wire",
     "sign_text",
+    "signature_material",
+    "signature_valid",
     "valid_path",
     "valid_timestamp",
     "validate_envelope",

@@ -24,12 +24,15 @@ from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
 from palimpsest.hn.envelope import (
     MAX_PAYLOAD_BYTES,
     MAX_SIGNATURE_BYTES,
+    SIGNATURE_FAILED,
     Envelope,
     VerifiedMemory,
     decode_envelope,
     memory_id,
-    verify_signature,
+    signature_material,
+    signature_valid,
 )
+from palimpsest.hn.sigpool import DeferredSignatures, worker_count
 
 LOCAL_PREFIX = "refs/hn/memory/"
 REMOTES_PREFIX = "refs/hn/remotes/"
@@ -179,10 +182,11 @@ def _read_blob(repo: pygit2.Repository, oid: Any, limit: int, ref: str, commit: 
     return data
 
 
-def _memory_at(
+def _checked_at(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
-) -> tuple[bytes, str, Envelope]:
-    """Check one memory commit's tree, payload and signature (§11, per commit)."""
+) -> tuple[bytes, str, Envelope, bytes, bytes]:
+    """Check one memory commit's tree, payload, signature encoding and key (§11, per commit):
+    everything but the Ed25519 arithmetic, whose inputs (raw key, raw signature) it returns."""
     # Fast path: the only acceptable tree object is byte-for-byte the two 100644 entries in Git
     # order, so compare its raw bytes instead of walking parsed entries.
     tree_id = commit.tree_id
@@ -194,8 +198,8 @@ def _memory_at(
         and raw.startswith(_ENTRY_PAYLOAD)
         and raw[split : split + len(_ENTRY_SIGNATURE)] == _ENTRY_SIGNATURE
     ):
-        payload_id = pygit2.Oid(raw=raw[len(_ENTRY_PAYLOAD) : split])
-        signature_id = pygit2.Oid(raw=raw[-width:])
+        payload_id = pygit2.Oid(raw[len(_ENTRY_PAYLOAD) : split])
+        signature_id = pygit2.Oid(raw[-width:])
     else:
         payload_id, signature_id = _diagnose_tree(commit, ref, hexid)
     payload = _read_blob(repo, payload_id, MAX_PAYLOAD_BYTES, ref, hexid)
@@ -208,9 +212,19 @@ def _memory_at(
     except UnicodeDecodeError as exc:
         raise _corrupt(ref, hexid, "invalid signature encoding") from exc
     try:
-        verify_signature(envelope, payload, signature)
+        raw_key, raw_sig = signature_material(envelope, signature)
     except InvalidInput as exc:
         raise _corrupt(ref, hexid, exc.message) from exc
+    return payload, signature, envelope, raw_key, raw_sig
+
+
+def _memory_at(
+    repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
+) -> tuple[bytes, str, Envelope]:
+    """Check one memory commit's tree, payload and signature (§11, per commit)."""
+    payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, ref, hexid)
+    if not signature_valid(raw_key, raw_sig, payload):
+        raise _corrupt(ref, hexid, SIGNATURE_FAILED)
     return payload, signature, envelope
 
 
@@ -253,33 +267,40 @@ def _verify_chain(
     chain: list[pygit2.Commit],
     first_position: int,
     previous: str,
+    *,
+    checks: DeferredSignatures | None = None,
 ) -> tuple[VerifiedMemory, ...]:
-    """Check each commit (tree, payload, signature) and the continuity rules of §11."""
+    """Check each commit (tree, payload, signature) and the continuity rules of §11.
+
+    With ``checks``, the Ed25519 arithmetic is deferred to it (in this order, so the same
+    failure wins); the caller settles it (``finish``) before trusting the result.
+    """
     out: list[VerifiedMemory] = []
+    name = ref.name
     for position, commit in enumerate(chain, start=first_position):
         hexid = str(commit.id)
-        payload, signature, envelope = _memory_at(repo, commit, ref.name, hexid)
+        payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, name, hexid)
+        if checks is None:
+            if not signature_valid(raw_key, raw_sig, payload):
+                raise _corrupt(name, hexid, SIGNATURE_FAILED)
+        else:
+            checks.add(raw_key, raw_sig, payload, (name, hexid))
+            failed = checks.failure()
+            if failed is not None:
+                raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED)
         if envelope.actor != ref.actor or envelope.stream != ref.stream:
-            raise _corrupt(ref.name, hexid, "actor or stream does not match the ref owner")
+            raise _corrupt(name, hexid, "actor or stream does not match the ref owner")
         if envelope.sequence != position:
-            raise _corrupt(ref.name, hexid, f"sequence {envelope.sequence} at position {position}")
+            raise _corrupt(name, hexid, f"sequence {envelope.sequence} at position {position}")
         if envelope.previous != previous:
-            raise _corrupt(ref.name, hexid, "previous does not name the preceding memory")
+            raise _corrupt(name, hexid, "previous does not name the preceding memory")
         previous = memory_id(payload)
-        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, ref.name))
+        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, name))
     return tuple(out)
 
 
-def load_stream(
-    repo: pygit2.Repository, ref: MemoryRef, *, max_entries: int | None = None
-) -> tuple[VerifiedMemory, ...]:
-    """Fully verify one stream from its head (§11): every commit, then continuity.
-
-    Returns the memories in sequence order.  ``max_entries`` bounds the walk (replication).
-
-    Raises:
-        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
-    """
+def _walk(repo: pygit2.Repository, ref: MemoryRef, max_entries: int | None) -> list[pygit2.Commit]:
+    """The commits of one stream from its root to its head (single parents only)."""
     chain: list[pygit2.Commit] = []
     oid: Any = pygit2.Oid(hex=ref.head)
     while True:
@@ -294,7 +315,61 @@ def load_stream(
             raise _corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
         oid = parents[0]
     chain.reverse()
-    return _verify_chain(repo, ref, chain, 1, "")
+    return chain
+
+
+def load_stream(
+    repo: pygit2.Repository, ref: MemoryRef, *, max_entries: int | None = None
+) -> tuple[VerifiedMemory, ...]:
+    """Fully verify one stream from its head (§11): every commit, then continuity.
+
+    Returns the memories in sequence order.  ``max_entries`` bounds the walk (replication).
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
+    """
+    return _verify_chain(repo, ref, _walk(repo, ref, max_entries), 1, "")
+
+
+def load_streams(
+    repo: pygit2.Repository, refs: Iterable[MemoryRef], *, workers: int | None = None
+) -> list[tuple[VerifiedMemory, ...]]:
+    """Fully verify several streams, in order; the same result and the same first error as
+    :func:`load_stream` on each in turn.
+
+    Large reads hand the Ed25519 arithmetic to worker processes
+    (:mod:`palimpsest.hn.sigpool`; ``workers`` None = automatic, 0 = none) while this process
+    makes every other check.
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
+    """
+    chains: list[tuple[MemoryRef, list[pygit2.Commit]]] = []
+    walk_error: InvalidInput | None = None
+    for ref in refs:
+        try:
+            chains.append((ref, _walk(repo, ref, None)))
+        except InvalidInput as exc:  # raised after the streams before it are verified
+            walk_error = exc
+            break
+    count = worker_count(sum(len(c) for _r, c in chains)) if workers is None else workers
+    if count <= 0:
+        streams = [_verify_chain(repo, ref, chain, 1, "") for ref, chain in chains]
+    else:
+        with DeferredSignatures(count) as checks:
+            try:
+                streams = [_verify_chain(repo, ref, c, 1, "", checks=checks) for ref, c in chains]
+            except InvalidInput as exc:
+                failed = checks.finish()  # an earlier bad signature is the sequential error
+                if failed is not None:
+                    raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED) from exc
+                raise
+            failed = checks.finish()
+            if failed is not None:
+                raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED)
+    if walk_error is not None:
+        raise walk_error
+    return streams
 
 
 def load_stream_since(
@@ -343,9 +418,12 @@ def collect_from(
     )
 
 
-def collect(repo: pygit2.Repository) -> tuple[VerifiedMemory, ...]:
-    """Load and verify every local and accepted stream; one bad stream fails all (§11)."""
-    return collect_from(load_stream(repo, ref) for ref in list_memory_refs(repo))
+def collect(repo: pygit2.Repository, *, workers: int | None = None) -> tuple[VerifiedMemory, ...]:
+    """Load and verify every local and accepted stream; one bad stream fails all (§11).
+
+    ``workers`` as for :func:`load_streams`.
+    """
+    return collect_from(load_streams(repo, list_memory_refs(repo), workers=workers))
 
 
 # ------------------------------------------------------------------------- append
@@ -617,6 +695,7 @@ __all__ = [
     "list_memory_refs",
     "load_stream",
     "load_stream_since",
+    "load_streams",
     "local_ref_name",
     "open_repository",
     "parse_memory_ref",
