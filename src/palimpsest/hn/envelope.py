@@ -22,7 +22,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from palimpsest.canonical import decode_then_compare, encode
+from palimpsest.canonical import decode_then_compare, encode, encode_tree
 from palimpsest.errors import InvalidInput
 from palimpsest.identity import b64_nopad, b64_nopad_decode, fingerprint, verifier, weak_key_reason
 from palimpsest.text import has_control, is_blank, to_lower, trim_space
@@ -622,7 +622,7 @@ def decode_envelope(payload: bytes) -> Envelope:
     envelope = envelope_from_wire(value)
     validate_envelope(envelope)
     try:
-        again = encode(envelope_wire(envelope))
+        again = encode_tree(envelope_wire(envelope))
     except (InvalidInput, ValueError) as exc:  # a lone surrogate cannot be re-encoded
         raise InvalidInput("invalid memory JSON: lone surrogate", code="invalid-json") from exc
     if again != payload:

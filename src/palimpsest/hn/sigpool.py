@@ -15,7 +15,8 @@ while the reader reads and decodes the next memories.  The outcome never depends
 
 Bounds: at most ``workers`` children (auto: one fewer than the usable CPUs, at most
 :data:`MAX_AUTO_WORKERS`, and only for at least :data:`MIN_POOL_MEMORIES` memories), at most
-:data:`MAX_OUTSTANDING` batches of :data:`BATCH` items in flight per child.  ``PAL_VERIFY_WORKERS``
+:data:`MAX_OUTSTANDING` batches of at most :data:`BATCH` items and about :data:`BATCH_BYTES`
+bytes in flight per child.  ``PAL_VERIFY_WORKERS``
 (an integer ≥ 0) overrides the automatic choice; ``0`` keeps all verification in process.
 
 POSIX only (readiness is polled with ``select`` on the pipes); elsewhere the count is 0.
@@ -39,6 +40,9 @@ MIN_POOL_MEMORIES = 2048
 MAX_AUTO_WORKERS = 2
 MAX_WORKERS = 8
 BATCH = 32
+# Two unread batches must fit in a pipe (64 KiB on Linux), or the reader blocks on a write
+# while it could be decoding; a single larger payload still goes, as a batch of its own.
+BATCH_BYTES = 24 * 1024
 MAX_OUTSTANDING = 2
 WORKER_COMMAND = ("-m", "palimpsest.hn.sigworker")
 
@@ -173,6 +177,7 @@ class DeferredSignatures:
         self._workers: list[_Worker] = []
         self._batch_size = max(1, BATCH if batch is None else batch)
         self._pending: list[_Item] = []
+        self._pending_bytes = 0
         self._position = 0
         self._failed: list[tuple[int, Any]] = []
 
@@ -191,8 +196,9 @@ class DeferredSignatures:
         """Queue the check of ``raw_sig`` over ``payload`` under ``raw_key``."""
         self._pending.append((raw_key, raw_sig, payload, tag, self._position))
         self._position += 1
-        if len(self._pending) >= self._batch_size:
-            batch, self._pending = self._pending, []
+        self._pending_bytes += ITEM.size + len(payload)
+        if len(self._pending) >= self._batch_size or self._pending_bytes >= BATCH_BYTES:
+            batch, self._pending, self._pending_bytes = self._pending, [], 0
             self._dispatch(batch)
 
     def failure(self) -> Any | None:
@@ -204,7 +210,7 @@ class DeferredSignatures:
 
     def finish(self) -> Any | None:
         """Settle every queued check; the tag of the earliest failure, or None."""
-        batch, self._pending = self._pending, []
+        batch, self._pending, self._pending_bytes = self._pending, [], 0
         self._check_here(batch)
         for worker in self._workers:
             while worker.batches:
