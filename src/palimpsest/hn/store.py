@@ -1,7 +1,8 @@
 """Git I/O for ``hn-memory/0`` through pygit2: ref grammar, verified stream reader, collection,
 append with compare-and-swap, and the read-only repository probes projection needs.
 
-This is the only module of ``palimpsest.hn`` that touches Git (replication aside).  It takes a
+This is the only module of ``palimpsest.hn`` that touches Git (replication aside, and the
+read-only probes it re-exports from :mod:`palimpsest.hn.store_probe`).  It takes a
 ``pygit2.Repository`` (bare or not, a quarantine included) or a path, and never assumes a work
 tree.  Reading never changes a ref; every failure is raised before anything is returned, so one
 bad stream fails the whole collection (hn-memory-v0.md §11, fail closed).
@@ -33,19 +34,17 @@ from palimpsest.hn.envelope import (
     signature_valid,
 )
 from palimpsest.hn.sigpool import DeferredSignatures, worker_count
+from palimpsest.hn.store_probe import POLICY_PATH, RepoProbe, policy_blob, resolve_commit
 
 LOCAL_PREFIX = "refs/hn/memory/"
 REMOTES_PREFIX = "refs/hn/remotes/"
-POLICY_PATH = ".hn/policy.json"
 CAS_FAILED = "compare-and-swap failed; reload and retry with a newly signed envelope"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BLOB_MODE = 0o100644
-_HEX_LEN = 40
 _OBJ_COMMIT = pygit2.enums.ObjectType.COMMIT
 _OBJ_BLOB = pygit2.enums.ObjectType.BLOB
-_OBJ_TREE = pygit2.enums.ObjectType.TREE
 
 
 @dataclass(frozen=True, slots=True)
@@ -579,109 +578,9 @@ def append_memory(
     return commit
 
 
-# ------------------------------------------------------------------------- probes
-
-
-class RepoProbe:
-    """Read-only repository questions for projection (satisfies ``projection.Probe``)."""
-
-    def __init__(self, repo: pygit2.Repository) -> None:
-        self._repo = repo
-
-    def _oid(self, hexid: str) -> pygit2.Oid | None:
-        # libgit2 as bundled with pygit2 opens SHA-1 repositories only (open_repository refuses
-        # SHA-256 ones), so a 64-hex ID can never name an object here.
-        if len(hexid) != _HEX_LEN:
-            return None
-        try:
-            return pygit2.Oid(hex=hexid)
-        except (ValueError, TypeError):
-            return None
-
-    def object_state(self, hexid: str) -> str:
-        """``present``, ``missing`` or ``error`` (ID of the wrong hash length)."""
-        oid = self._oid(hexid)
-        if oid is None:
-            return "error"
-        try:
-            return "present" if oid in self._repo.odb else "missing"
-        except pygit2.GitError:
-            return "error"
-
-    def commit_state(self, hexid: str) -> str:
-        """``commit``, ``missing`` or ``not-commit``."""
-        oid = self._oid(hexid)
-        if oid is None:
-            return "not-commit"
-        try:
-            kind, _size = self._repo.odb.read_header(oid)
-        except (KeyError, pygit2.GitError):
-            return "missing"
-        return "commit" if kind == _OBJ_COMMIT else "not-commit"
-
-    def path_entry(self, commit: str, path: str) -> tuple[str, str] | None:
-        """``(type, object ID)`` of ``path`` in the commit's tree, or None when absent."""
-        obj = self._repo[pygit2.Oid(hex=commit)]
-        try:
-            entry = obj.tree[path]
-        except KeyError:
-            return None
-        kind = "blob" if entry.type == _OBJ_BLOB else ("tree" if entry.type == _OBJ_TREE else "x")
-        return kind, str(entry.id)
-
-    def parents(self, commit: str) -> tuple[str, ...] | None:
-        """Parent IDs of a commit, or None when the commit object is missing."""
-        oid = self._oid(commit)
-        if oid is None:
-            return None
-        try:
-            obj = self._repo[oid]
-        except (KeyError, pygit2.GitError):
-            return None
-        if obj.type != _OBJ_COMMIT:
-            return None
-        return tuple(str(p) for p in obj.parent_ids)  # type: ignore[attr-defined]
-
-    def has_event(self, event_id: str) -> bool:
-        """Accepted ``hn/0`` collaboration events: this project carries none (§14)."""
-        return False
-
-
-def policy_blob(repo: pygit2.Repository, commit: str) -> bytes | None:
-    """The bytes of ``.hn/policy.json`` in the tree of ``commit``, or None when absent.
-
-    Raises:
-        InvalidInput: the path exists but is not a blob (an invalid policy).
-    """
-    obj = repo[pygit2.Oid(hex=commit)]
-    try:
-        entry = obj.tree[POLICY_PATH]
-    except KeyError:
-        return None
-    if entry.type != _OBJ_BLOB:
-        raise InvalidInput(".hn/policy.json is not a file", code="invalid-policy")
-    data: bytes = repo.odb.read(entry.id)[1]
-    return data
-
-
-def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
-    """Resolve a revision (``HEAD``, a branch, a full or short ID) to a full commit ID.
-
-    Raises:
-        InvalidInput: ``invalid-revision`` when it names nothing or no commit.
-    """
-    try:
-        obj = repo.revparse_single(rev)
-        commit = obj.peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
-        raise InvalidInput(
-            f"revision {rev!r} does not name a commit", code="invalid-revision"
-        ) from exc
-    return str(commit.id)
-
-
 __all__ = [
     "CAS_FAILED",
+    "POLICY_PATH",
     "MemoryRef",
     "RepoProbe",
     "StreamHead",
