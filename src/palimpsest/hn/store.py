@@ -45,6 +45,7 @@ _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BLOB_MODE = 0o100644
 _OBJ_COMMIT = pygit2.enums.ObjectType.COMMIT
 _OBJ_BLOB = pygit2.enums.ObjectType.BLOB
+_OBJ_TREE = pygit2.enums.ObjectType.TREE
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +191,12 @@ def _checked_at(
     # order, so compare its raw bytes instead of walking parsed entries.
     tree_id = commit.tree_id
     width = len(tree_id.raw)
-    raw = repo.odb.read(tree_id)[1]
+    try:
+        kind, raw = repo.odb.read(tree_id)
+    except (KeyError, pygit2.GitError) as exc:
+        raise _corrupt(ref, hexid, "tree object is missing") from exc
+    if kind != _OBJ_TREE:
+        raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
     split = len(_ENTRY_PAYLOAD) + width
     if (
         len(raw) == split + len(_ENTRY_SIGNATURE) + width
