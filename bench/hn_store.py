@@ -3,7 +3,9 @@
 Prints one JSON object:
 - ``reader``: full verification (``store.collect``) of N memories in one stream, as memories per
   second, next to the raw Ed25519 verify rate of pyca/cryptography over the same payloads and
-  signatures in this process; ``ratio`` is reader / raw (the goal is >= 0.5).
+  signatures in this process; ``ratio`` is reader / raw (the goal is >= 0.5).  From 2,048
+  memories the reader hands the Ed25519 arithmetic to worker processes; set
+  ``PAL_VERIFY_WORKERS=0`` for the single-process rate (bench/hn_verify.py reports both).
 - ``record_process``: wall time of whole ``pal memory record`` processes (start to exit), next
   to a bare ``python -c pass`` start in the same run.
 

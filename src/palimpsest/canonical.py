@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from json import encoder as _json_encoder
 from typing import Any
 
 from palimpsest.errors import InvalidInput
@@ -47,6 +48,39 @@ def encode(value: JSONValue) -> bytes:
         InvalidInput: the value holds a lone surrogate or a non-JSON type.
     """
     return _finish(_COMPACT.encode(value))
+
+
+def _refuse_type(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The same encoding as _COMPACT, built once and without the circular-reference table, for the
+# reader's hot path (the canonical re-encoding of every stored memory): a value that is a tree
+# (freshly decoded JSON, or dicts and lists built for one call) cannot be circular.
+_C_MAKE_ENCODER = getattr(_json_encoder, "c_make_encoder", None)  # None without the C module
+_TREE_ENCODER = (
+    None
+    if _C_MAKE_ENCODER is None
+    else _C_MAKE_ENCODER(
+        None, _refuse_type, _json_encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+)
+
+
+def encode_tree(value: JSONValue) -> bytes:
+    """:func:`encode` for a value known to be a tree (no container reachable twice).
+
+    Same bytes and errors as :func:`encode`; it only skips the circular-reference bookkeeping,
+    so a circular value would raise ``RecursionError`` here instead of ``ValueError``.
+
+    Raises:
+        InvalidInput: the value holds a lone surrogate.
+        TypeError: a non-JSON type (as ``json`` raises it).
+        ValueError: NaN or an infinity (as ``json`` raises it).
+    """
+    if _TREE_ENCODER is None or value.__class__ is not dict:
+        return encode(value)
+    return _finish("".join(_TREE_ENCODER(value, 0)))
 
 
 def encode_no_html(value: JSONValue) -> bytes:
@@ -254,4 +288,5 @@ __all__ = [
     "encode_indent",
     "encode_no_html",
     "encode_str",
+    "encode_tree",
 ]

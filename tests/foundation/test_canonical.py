@@ -6,8 +6,17 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from palimpsest.canonical import decode, decode_canonical, encode, encode_indent, encode_str
+from palimpsest.canonical import (
+    decode,
+    decode_canonical,
+    encode,
+    encode_indent,
+    encode_str,
+    encode_tree,
+)
 from palimpsest.errors import InvalidInput
 
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "json"
@@ -39,6 +48,37 @@ def test_indent_matches_go_marshal_indent() -> None:
     assert encode_indent(value) == (
         b'{\n  "a": [],\n  "b": {},\n  "c": [\n    1,\n    {\n      "d": "\\u003c"\n    }\n  ]\n}\n'
     )
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=120, deadline=None, derandomize=True)
+@given(st.dictionaries(st.text(), _JSON, max_size=6))
+def test_encode_tree_equals_encode(value: dict[str, object]) -> None:
+    # Lone surrogates and every escape class come from st.text(); both refuse or both agree.
+    try:
+        expected = encode(value)
+    except InvalidInput:
+        with pytest.raises(InvalidInput):
+            encode_tree(value)
+        return
+    assert encode_tree(value) == expected
+
+
+def test_encode_tree_errors_match_encode() -> None:
+    for value in ({"a": float("nan")}, {"a": object()}, {"a": "\ud800"}, "<top-level str>"):
+        errors = []
+        for fn in (encode, encode_tree):
+            try:
+                errors.append(fn(value))
+            except (InvalidInput, TypeError, ValueError) as exc:
+                errors.append((type(exc), str(exc)))
+        assert errors[0] == errors[1]
 
 
 def test_encode_refuses_lone_surrogate_and_nan() -> None:

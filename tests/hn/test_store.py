@@ -161,6 +161,8 @@ def _corruptions(repo: pygit2.Repository) -> dict[str, pygit2.Oid]:
         "zero-padded mode": raw_tree(repo, [("0100644", "memory.json", p), ("100644", "signature", s)]),
         "swapped order": raw_tree(repo, [("100644", "signature", s), ("100644", "memory.json", p)]),
         "signature as payload": raw_tree(repo, [("100644", "memory.json", s), ("100644", "signature", p)]),
+        "missing tree object": pygit2.Oid(hex="f" * 40),
+        "blob as tree": p,
     }  # fmt: skip
 
 
@@ -170,6 +172,7 @@ CORRUPTION_NAMES = [
     "signature with LF", "oversized signature", "non-JSON payload", "unknown-field payload",
     "actor/key mismatch", "sequence 0", "signature by another key", "oversized payload",
     "symlink entry", "zero-padded mode", "swapped order", "signature as payload",
+    "missing tree object", "blob as tree",
 ]  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from cryptography.exceptions import InvalidSignature
 
-from palimpsest.canonical import decode_then_compare, encode
+from palimpsest.canonical import decode_then_compare, encode, encode_tree
 from palimpsest.errors import InvalidInput
 from palimpsest.identity import b64_nopad, b64_nopad_decode, fingerprint, verifier, weak_key_reason
 from palimpsest.text import has_control, is_blank, to_lower, trim_space
@@ -622,7 +622,7 @@ def decode_envelope(payload: bytes) -> Envelope:
     envelope = envelope_from_wire(value)
     validate_envelope(envelope)
     try:
-        again = encode(envelope_wire(envelope))
+        again = encode_tree(envelope_wire(envelope))
     except (InvalidInput, ValueError) as exc:  # a lone surrogate cannot be re-encoded
         raise InvalidInput("invalid memory JSON: lone surrogate", code="invalid-json") from exc
     if again != payload:
@@ -640,6 +640,34 @@ def _raw_key(public_key: str) -> bytes:
     return b64_nopad_decode(public_key, 32, "public key")
 
 
+def signature_material(envelope: Envelope, signature_text: str) -> tuple[bytes, bytes]:
+    """Every signature check except the curve arithmetic: the canonical encoding of the
+    signature file and an acceptable public key.  Returns ``(raw key, raw signature)`` for
+    :func:`signature_valid` (which a reader may run later, or in a worker process).
+
+    Raises:
+        InvalidInput: ``invalid-signature`` for a bad encoding, ``weak-key`` for a weak key.
+    """
+    try:
+        raw_sig = b64_nopad_decode(signature_text, 64, "signature")
+    except InvalidInput as exc:
+        raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
+    _key_actor(envelope.public_key)  # refuses weak or malformed keys (cached)
+    return _raw_key(envelope.public_key), raw_sig
+
+
+def signature_valid(raw_key: bytes, raw_sig: bytes, payload: bytes) -> bool:
+    """Ed25519 verification of ``raw_sig`` over the exact payload (key already checked)."""
+    try:
+        verifier(raw_key).verify(raw_sig, payload)
+    except InvalidSignature:
+        return False
+    return True
+
+
+SIGNATURE_FAILED = "memory signature does not verify"
+
+
 def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) -> None:
     """Verify the signature file over the exact payload with the envelope's key.
 
@@ -647,44 +675,16 @@ def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) ->
         InvalidInput: ``invalid-signature`` for bad encoding or a failed verification,
             ``weak-key`` for a weak key.
     """
-    try:
-        raw_sig = b64_nopad_decode(signature_text, 64, "signature")
-    except InvalidInput as exc:
-        raise InvalidInput("invalid signature encoding", code="invalid-signature") from exc
-    _key_actor(envelope.public_key)  # refuses weak or malformed keys (cached)
-    try:
-        verifier(_raw_key(envelope.public_key)).verify(raw_sig, payload)
-    except InvalidSignature as exc:
-        raise InvalidInput("memory signature does not verify", code="invalid-signature") from exc
+    raw_key, raw_sig = signature_material(envelope, signature_text)
+    if not signature_valid(raw_key, raw_sig, payload):
+        raise InvalidInput(SIGNATURE_FAILED, code="invalid-signature")
 
 
 __all__ = [
-    "ABSENT",
-    "KINDS",
-    "MODES",
-    "OPERATIONS",
-    "PROTOCOL",
-    "Anchor",
-    "Applicability",
-    "Envelope",
-    "Handoff",
-    "PathAnchor",
-    "Record",
-    "VerifiedMemory",
-    "anchor_wire",
-    "blen",
-    "decode_envelope",
-    "default_stream",
-    "encode_envelope",
-    "envelope_from_wire",
-    "envelope_wire",
-    "memory_id",
-    "record_from_wire",
-    "record_wire",
-    "sign_text",
-    "valid_path",
-    "valid_timestamp",
-    "validate_envelope",
-    "validate_record",
-    "verify_signature",
-]
+    "ABSENT", "KINDS", "MODES", "OPERATIONS", "PROTOCOL", "SIGNATURE_FAILED", "Anchor",
+    "Applicability", "Envelope", "Handoff", "PathAnchor", "Record", "VerifiedMemory",
+    "anchor_wire", "blen", "decode_envelope", "default_stream", "encode_envelope",
+    "envelope_from_wire", "envelope_wire", "memory_id", "record_from_wire", "record_wire",
+    "sign_text", "signature_material", "signature_valid", "valid_path", "valid_timestamp",
+    "validate_envelope", "validate_record", "verify_signature",
+]  # fmt: skip

@@ -1,7 +1,8 @@
 """Git I/O for ``hn-memory/0`` through pygit2: ref grammar, verified stream reader, collection,
 append with compare-and-swap, and the read-only repository probes projection needs.
 
-This is the only module of ``palimpsest.hn`` that touches Git (replication aside).  It takes a
+This is the only module of ``palimpsest.hn`` that touches Git (replication aside, and the
+read-only probes it re-exports from :mod:`palimpsest.hn.store_probe`).  It takes a
 ``pygit2.Repository`` (bare or not, a quarantine included) or a path, and never assumes a work
 tree.  Reading never changes a ref; every failure is raised before anything is returned, so one
 bad stream fails the whole collection (hn-memory-v0.md §11, fail closed).
@@ -24,22 +25,24 @@ from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
 from palimpsest.hn.envelope import (
     MAX_PAYLOAD_BYTES,
     MAX_SIGNATURE_BYTES,
+    SIGNATURE_FAILED,
     Envelope,
     VerifiedMemory,
     decode_envelope,
     memory_id,
-    verify_signature,
+    signature_material,
+    signature_valid,
 )
+from palimpsest.hn.sigpool import DeferredSignatures, worker_count
+from palimpsest.hn.store_probe import POLICY_PATH, RepoProbe, policy_blob, resolve_commit
 
 LOCAL_PREFIX = "refs/hn/memory/"
 REMOTES_PREFIX = "refs/hn/remotes/"
-POLICY_PATH = ".hn/policy.json"
 CAS_FAILED = "compare-and-swap failed; reload and retry with a newly signed envelope"
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _REMOTE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _BLOB_MODE = 0o100644
-_HEX_LEN = 40
 _OBJ_COMMIT = pygit2.enums.ObjectType.COMMIT
 _OBJ_BLOB = pygit2.enums.ObjectType.BLOB
 _OBJ_TREE = pygit2.enums.ObjectType.TREE
@@ -179,23 +182,29 @@ def _read_blob(repo: pygit2.Repository, oid: Any, limit: int, ref: str, commit: 
     return data
 
 
-def _memory_at(
+def _checked_at(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
-) -> tuple[bytes, str, Envelope]:
-    """Check one memory commit's tree, payload and signature (§11, per commit)."""
+) -> tuple[bytes, str, Envelope, bytes, bytes]:
+    """Check one memory commit's tree, payload, signature encoding and key (§11, per commit):
+    everything but the Ed25519 arithmetic, whose inputs (raw key, raw signature) it returns."""
     # Fast path: the only acceptable tree object is byte-for-byte the two 100644 entries in Git
     # order, so compare its raw bytes instead of walking parsed entries.
     tree_id = commit.tree_id
     width = len(tree_id.raw)
-    raw = repo.odb.read(tree_id)[1]
+    try:
+        kind, raw = repo.odb.read(tree_id)
+    except (KeyError, pygit2.GitError) as exc:
+        raise _corrupt(ref, hexid, "tree object is missing") from exc
+    if kind != _OBJ_TREE:
+        raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
     split = len(_ENTRY_PAYLOAD) + width
     if (
         len(raw) == split + len(_ENTRY_SIGNATURE) + width
         and raw.startswith(_ENTRY_PAYLOAD)
         and raw[split : split + len(_ENTRY_SIGNATURE)] == _ENTRY_SIGNATURE
     ):
-        payload_id = pygit2.Oid(raw=raw[len(_ENTRY_PAYLOAD) : split])
-        signature_id = pygit2.Oid(raw=raw[-width:])
+        payload_id = pygit2.Oid(raw[len(_ENTRY_PAYLOAD) : split])
+        signature_id = pygit2.Oid(raw[-width:])
     else:
         payload_id, signature_id = _diagnose_tree(commit, ref, hexid)
     payload = _read_blob(repo, payload_id, MAX_PAYLOAD_BYTES, ref, hexid)
@@ -208,9 +217,19 @@ def _memory_at(
     except UnicodeDecodeError as exc:
         raise _corrupt(ref, hexid, "invalid signature encoding") from exc
     try:
-        verify_signature(envelope, payload, signature)
+        raw_key, raw_sig = signature_material(envelope, signature)
     except InvalidInput as exc:
         raise _corrupt(ref, hexid, exc.message) from exc
+    return payload, signature, envelope, raw_key, raw_sig
+
+
+def _memory_at(
+    repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
+) -> tuple[bytes, str, Envelope]:
+    """Check one memory commit's tree, payload and signature (§11, per commit)."""
+    payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, ref, hexid)
+    if not signature_valid(raw_key, raw_sig, payload):
+        raise _corrupt(ref, hexid, SIGNATURE_FAILED)
     return payload, signature, envelope
 
 
@@ -253,33 +272,40 @@ def _verify_chain(
     chain: list[pygit2.Commit],
     first_position: int,
     previous: str,
+    *,
+    checks: DeferredSignatures | None = None,
 ) -> tuple[VerifiedMemory, ...]:
-    """Check each commit (tree, payload, signature) and the continuity rules of §11."""
+    """Check each commit (tree, payload, signature) and the continuity rules of §11.
+
+    With ``checks``, the Ed25519 arithmetic is deferred to it (in this order, so the same
+    failure wins); the caller settles it (``finish``) before trusting the result.
+    """
     out: list[VerifiedMemory] = []
+    name = ref.name
     for position, commit in enumerate(chain, start=first_position):
         hexid = str(commit.id)
-        payload, signature, envelope = _memory_at(repo, commit, ref.name, hexid)
+        payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, name, hexid)
+        if checks is None:
+            if not signature_valid(raw_key, raw_sig, payload):
+                raise _corrupt(name, hexid, SIGNATURE_FAILED)
+        else:
+            checks.add(raw_key, raw_sig, payload, (name, hexid))
+            failed = checks.failure()
+            if failed is not None:
+                raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED)
         if envelope.actor != ref.actor or envelope.stream != ref.stream:
-            raise _corrupt(ref.name, hexid, "actor or stream does not match the ref owner")
+            raise _corrupt(name, hexid, "actor or stream does not match the ref owner")
         if envelope.sequence != position:
-            raise _corrupt(ref.name, hexid, f"sequence {envelope.sequence} at position {position}")
+            raise _corrupt(name, hexid, f"sequence {envelope.sequence} at position {position}")
         if envelope.previous != previous:
-            raise _corrupt(ref.name, hexid, "previous does not name the preceding memory")
+            raise _corrupt(name, hexid, "previous does not name the preceding memory")
         previous = memory_id(payload)
-        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, ref.name))
+        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, name))
     return tuple(out)
 
 
-def load_stream(
-    repo: pygit2.Repository, ref: MemoryRef, *, max_entries: int | None = None
-) -> tuple[VerifiedMemory, ...]:
-    """Fully verify one stream from its head (§11): every commit, then continuity.
-
-    Returns the memories in sequence order.  ``max_entries`` bounds the walk (replication).
-
-    Raises:
-        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
-    """
+def _walk(repo: pygit2.Repository, ref: MemoryRef, max_entries: int | None) -> list[pygit2.Commit]:
+    """The commits of one stream from its root to its head (single parents only)."""
     chain: list[pygit2.Commit] = []
     oid: Any = pygit2.Oid(hex=ref.head)
     while True:
@@ -294,7 +320,61 @@ def load_stream(
             raise _corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
         oid = parents[0]
     chain.reverse()
-    return _verify_chain(repo, ref, chain, 1, "")
+    return chain
+
+
+def load_stream(
+    repo: pygit2.Repository, ref: MemoryRef, *, max_entries: int | None = None
+) -> tuple[VerifiedMemory, ...]:
+    """Fully verify one stream from its head (§11): every commit, then continuity.
+
+    Returns the memories in sequence order.  ``max_entries`` bounds the walk (replication).
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
+    """
+    return _verify_chain(repo, ref, _walk(repo, ref, max_entries), 1, "")
+
+
+def load_streams(
+    repo: pygit2.Repository, refs: Iterable[MemoryRef], *, workers: int | None = None
+) -> list[tuple[VerifiedMemory, ...]]:
+    """Fully verify several streams, in order; the same result and the same first error as
+    :func:`load_stream` on each in turn.
+
+    Large reads hand the Ed25519 arithmetic to worker processes
+    (:mod:`palimpsest.hn.sigpool`; ``workers`` None = automatic, 0 = none) while this process
+    makes every other check.
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
+    """
+    chains: list[tuple[MemoryRef, list[pygit2.Commit]]] = []
+    walk_error: InvalidInput | None = None
+    for ref in refs:
+        try:
+            chains.append((ref, _walk(repo, ref, None)))
+        except InvalidInput as exc:  # raised after the streams before it are verified
+            walk_error = exc
+            break
+    count = worker_count(sum(len(c) for _r, c in chains)) if workers is None else workers
+    if count <= 0:
+        streams = [_verify_chain(repo, ref, chain, 1, "") for ref, chain in chains]
+    else:
+        with DeferredSignatures(count) as checks:
+            try:
+                streams = [_verify_chain(repo, ref, c, 1, "", checks=checks) for ref, c in chains]
+            except InvalidInput as exc:
+                failed = checks.finish()  # an earlier bad signature is the sequential error
+                if failed is not None:
+                    raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED) from exc
+                raise
+            failed = checks.finish()
+            if failed is not None:
+                raise _corrupt(failed[0], failed[1], SIGNATURE_FAILED)
+    if walk_error is not None:
+        raise walk_error
+    return streams
 
 
 def load_stream_since(
@@ -343,9 +423,12 @@ def collect_from(
     )
 
 
-def collect(repo: pygit2.Repository) -> tuple[VerifiedMemory, ...]:
-    """Load and verify every local and accepted stream; one bad stream fails all (§11)."""
-    return collect_from(load_stream(repo, ref) for ref in list_memory_refs(repo))
+def collect(repo: pygit2.Repository, *, workers: int | None = None) -> tuple[VerifiedMemory, ...]:
+    """Load and verify every local and accepted stream; one bad stream fails all (§11).
+
+    ``workers`` as for :func:`load_streams`.
+    """
+    return collect_from(load_streams(repo, list_memory_refs(repo), workers=workers))
 
 
 # ------------------------------------------------------------------------- append
@@ -501,109 +584,9 @@ def append_memory(
     return commit
 
 
-# ------------------------------------------------------------------------- probes
-
-
-class RepoProbe:
-    """Read-only repository questions for projection (satisfies ``projection.Probe``)."""
-
-    def __init__(self, repo: pygit2.Repository) -> None:
-        self._repo = repo
-
-    def _oid(self, hexid: str) -> pygit2.Oid | None:
-        # libgit2 as bundled with pygit2 opens SHA-1 repositories only (open_repository refuses
-        # SHA-256 ones), so a 64-hex ID can never name an object here.
-        if len(hexid) != _HEX_LEN:
-            return None
-        try:
-            return pygit2.Oid(hex=hexid)
-        except (ValueError, TypeError):
-            return None
-
-    def object_state(self, hexid: str) -> str:
-        """``present``, ``missing`` or ``error`` (ID of the wrong hash length)."""
-        oid = self._oid(hexid)
-        if oid is None:
-            return "error"
-        try:
-            return "present" if oid in self._repo.odb else "missing"
-        except pygit2.GitError:
-            return "error"
-
-    def commit_state(self, hexid: str) -> str:
-        """``commit``, ``missing`` or ``not-commit``."""
-        oid = self._oid(hexid)
-        if oid is None:
-            return "not-commit"
-        try:
-            kind, _size = self._repo.odb.read_header(oid)
-        except (KeyError, pygit2.GitError):
-            return "missing"
-        return "commit" if kind == _OBJ_COMMIT else "not-commit"
-
-    def path_entry(self, commit: str, path: str) -> tuple[str, str] | None:
-        """``(type, object ID)`` of ``path`` in the commit's tree, or None when absent."""
-        obj = self._repo[pygit2.Oid(hex=commit)]
-        try:
-            entry = obj.tree[path]
-        except KeyError:
-            return None
-        kind = "blob" if entry.type == _OBJ_BLOB else ("tree" if entry.type == _OBJ_TREE else "x")
-        return kind, str(entry.id)
-
-    def parents(self, commit: str) -> tuple[str, ...] | None:
-        """Parent IDs of a commit, or None when the commit object is missing."""
-        oid = self._oid(commit)
-        if oid is None:
-            return None
-        try:
-            obj = self._repo[oid]
-        except (KeyError, pygit2.GitError):
-            return None
-        if obj.type != _OBJ_COMMIT:
-            return None
-        return tuple(str(p) for p in obj.parent_ids)  # type: ignore[attr-defined]
-
-    def has_event(self, event_id: str) -> bool:
-        """Accepted ``hn/0`` collaboration events: this project carries none (§14)."""
-        return False
-
-
-def policy_blob(repo: pygit2.Repository, commit: str) -> bytes | None:
-    """The bytes of ``.hn/policy.json`` in the tree of ``commit``, or None when absent.
-
-    Raises:
-        InvalidInput: the path exists but is not a blob (an invalid policy).
-    """
-    obj = repo[pygit2.Oid(hex=commit)]
-    try:
-        entry = obj.tree[POLICY_PATH]
-    except KeyError:
-        return None
-    if entry.type != _OBJ_BLOB:
-        raise InvalidInput(".hn/policy.json is not a file", code="invalid-policy")
-    data: bytes = repo.odb.read(entry.id)[1]
-    return data
-
-
-def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
-    """Resolve a revision (``HEAD``, a branch, a full or short ID) to a full commit ID.
-
-    Raises:
-        InvalidInput: ``invalid-revision`` when it names nothing or no commit.
-    """
-    try:
-        obj = repo.revparse_single(rev)
-        commit = obj.peel(pygit2.Commit)
-    except (KeyError, ValueError, pygit2.GitError, pygit2.InvalidSpecError) as exc:
-        raise InvalidInput(
-            f"revision {rev!r} does not name a commit", code="invalid-revision"
-        ) from exc
-    return str(commit.id)
-
-
 __all__ = [
     "CAS_FAILED",
+    "POLICY_PATH",
     "MemoryRef",
     "RepoProbe",
     "StreamHead",
@@ -617,6 +600,7 @@ __all__ = [
     "list_memory_refs",
     "load_stream",
     "load_stream_since",
+    "load_streams",
     "local_ref_name",
     "open_repository",
     "parse_memory_ref",
