@@ -336,7 +336,9 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
     policy: PolicyContext,
     refs: Sequence[store.MemoryRef],
 ) -> MemoryIndex:
-    streams = {ref.name: store.load_stream(repo, ref) for ref in refs}
+    # load_streams: the same checks and first error as load_stream per ref, with the
+    # Ed25519 arithmetic of a large rebuild spread over worker processes (hn/sigpool.py).
+    streams = dict(zip((ref.name for ref in refs), store.load_streams(repo, refs), strict=True))
     memories = store.collect_from(streams.values())
     fd, tmp = temp_file(directory)
     os.close(fd)
