@@ -229,13 +229,15 @@ _MATCHED = "terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
 _KEY_ORDER = " ORDER BY k.lifecycle_rank, k.timestamp DESC, k.id"
 
 
-def _after_keys(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
+def _after(after: tuple[int, str, str] | None, table: str = "r") -> tuple[str, list[Any]]:
+    """The cursor's "strictly after this position" in recall order, over ``table``'s columns
+    (``r`` = rows, ``k`` = row keys)."""
     if after is None:
         return "", []
     rank, stamp, mid = after
     clause = (
-        " AND (k.lifecycle_rank > ? OR (k.lifecycle_rank = ? AND"
-        " (k.timestamp < ? OR (k.timestamp = ? AND k.id > ?))))"
+        f" AND ({table}.lifecycle_rank > ? OR ({table}.lifecycle_rank = ? AND"
+        f" ({table}.timestamp < ? OR ({table}.timestamp = ? AND {table}.id > ?))))"
     )
     return clause, [rank, rank, stamp, stamp, mid]
 
@@ -396,7 +398,7 @@ def posting_page(
         matched, biggest = int(row[0]), int(row[1])
     if not matched or limit < 1:
         return matched, biggest, []
-    after_sql, after_args = _after_keys(after)
+    after_sql, after_args = _after(after, "k")
     # One document range (the usual filters) lets FTS5 skip every other document itself.
     span, span_args = "", []
     if ranges is not None and len(ranges) == 1:
@@ -539,17 +541,6 @@ def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
-def _after(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
-    if after is None:
-        return "", []
-    rank, stamp, mid = after
-    clause = (
-        " AND (r.lifecycle_rank > ? OR (r.lifecycle_rank = ? AND"
-        " (r.timestamp < ? OR (r.timestamp = ? AND r.id > ?))))"
-    )
-    return clause, [rank, rank, stamp, stamp, mid]
-
-
 _ORDER = " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
 
 
@@ -570,7 +561,7 @@ def candidates(
             keyed = _key_filter(index, sel)
             if keyed is None:
                 return
-            after_sql, after_args = _after_keys(after)
+            after_sql, after_args = _after(after, "k")
             for *values, mac in index.conn.execute(
                 f"SELECT {_COLUMNS}, r.mac FROM {_MATCHED} CROSS JOIN rows r"  # noqa: S608
                 f" ON r.id = k.id WHERE f.terms MATCH ? AND {keyed[0]}{after_sql}{_KEY_ORDER}",
