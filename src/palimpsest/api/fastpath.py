@@ -8,7 +8,7 @@ size, strict JSON); the handler answers a well-formed ``remember`` itself and de
 It is the route :func:`palimpsest.api.routes_records.remember`, step for step: the same body
 model (:class:`palimpsest.api.wire.Remember`, validated exactly as FastAPI validates a body),
 the same path and header bounds as :mod:`.params`, the same facade call, the same response
-(:func:`.runtime.json_response`, 202 for a pending review) and the same error envelope for a
+(:func:`.runtime.remember_response`) and the same error envelope for a
 refusal of the service (:func:`.errors.from_pal_error`). Anything the route would refuse for
 its shape — a body the model rejects, a malformed ``Idempotency-Key``, an over-long id, a path
 FastAPI would redirect — is declined and takes the ordinary FastAPI route, so each such error
@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from palimpsest.api import errors, wire
 from palimpsest.api.guard import PRINCIPAL_KEY, FastPath, Receive, Scope, Send
-from palimpsest.api.runtime import Runner, error_response, json_response
+from palimpsest.api.runtime import Runner, error_response, remember_response
 from palimpsest.errors import PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
@@ -58,8 +58,7 @@ def remember_fast_path(svc: MemoryService, run: Runner) -> FastPath:
         except PalError as exc:
             response = error_response(errors.from_pal_error(exc))
         else:
-            status = 202 if doc.get("object") == "memory.pending_review" else 200
-            response = json_response(doc, status)
+            response = remember_response(doc)
         # What Starlette's Response sends: the same status, headers and body bytes.
         await send({"type": "http.response.start", "status": response.status_code,
                     "headers": response.raw_headers})

@@ -25,7 +25,7 @@ from palimpsest.api.params import (
     TypeFilter,
 )
 from palimpsest.api.routes_memories import ok
-from palimpsest.api.runtime import json_response
+from palimpsest.api.runtime import json_response, remember_response
 from palimpsest.api.schemas import ref
 
 router = APIRouter()
@@ -47,8 +47,7 @@ async def remember(memory_id: MemoryId, body: wire.Remember, ctx: Context,
     """State a record; ``written_by`` is stamped from the credential."""
     doc = await ctx.run.remember(ctx.svc, ctx.caller, memory_id, wire.dump(body),
                                  idempotency_key)
-    # A reviewed memory answers an agent's write with a pending proposal (docs/memory-git.md).
-    return json_response(doc, 202 if doc.get("object") == "memory.pending_review" else 200)
+    return remember_response(doc)
 
 
 @router.get("/v1/memories/{memory_id}/records", tags=["records"], responses=ok("RecordList"),

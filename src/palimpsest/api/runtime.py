@@ -153,6 +153,12 @@ def json_response(body: Any, status: int = 200) -> Response:
     )
 
 
+def remember_response(doc: dict[str, Any]) -> Response:
+    """A remember's answer: 200 with the record, or 202 when a reviewed memory turned an agent's
+    write into a pending proposal (docs/memory-git.md)."""
+    return json_response(doc, 202 if doc.get("object") == "memory.pending_review" else 200)
+
+
 def error_response(error: errors.ApiError) -> Response:
     """Render one error envelope."""
     headers = {"www-authenticate": "Bearer"} if error.status == 401 else None

@@ -83,6 +83,7 @@ from palimpsest.hn.index_schema import (
 )
 from palimpsest.hn.index_write import (
     load_memories,
+    project_in,
     reproject,
     store_entries,
     store_envelopes,
@@ -90,7 +91,7 @@ from palimpsest.hn.index_write import (
     write_rows,
 )
 from palimpsest.hn.policy import PolicyContext, policy_context
-from palimpsest.hn.projection import Row, project
+from palimpsest.hn.projection import Row
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
@@ -350,14 +351,7 @@ def _rebuild(  # noqa: PLR0917 - internal, one call site
         for ref in refs:
             store_entries(conn, ref, streams[ref.name], replace_all=True)
         store_envelopes(conn, memories)
-        projection = project(
-            memories,
-            store.RepoProbe(repo),
-            at_commit=context.at_commit,
-            policy=policy,
-            subject=context.subject,
-            path=context.path,
-        )
+        projection = project_in(repo, context, policy, memories)
         records = write_rows(conn, key, projection.rows, fresh=True)
         state = write_meta(conn, context, policy, refs, records)
         conn.execute("COMMIT")
@@ -482,14 +476,7 @@ def _verify_index(repo: pygit2.Repository) -> IndexState:
         ):
             raise Conflict("memory index stale: source or policy changed", code="index-stale")
         memories = store.collect(repo)
-        projection = project(
-            memories,
-            store.RepoProbe(repo),
-            at_commit=context.at_commit,
-            policy=policy,
-            subject=context.subject,
-            path=context.path,
-        )
+        projection = project_in(repo, context, policy, memories)
         columns = ", ".join(ROW_COLUMNS)
         stored = {
             str(values[0]): (tuple(values), str(mac))

@@ -30,7 +30,7 @@ from palimpsest.hn.index_schema import (
     source_fingerprint,
 )
 from palimpsest.hn.policy import PolicyContext
-from palimpsest.hn.projection import Row, project
+from palimpsest.hn.projection import Projection, Row, project
 
 
 def write_meta(
@@ -251,6 +251,23 @@ def load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[Verified
     return out
 
 
+def project_in(
+    repo: pygit2.Repository,
+    context: IndexContext,
+    policy: PolicyContext,
+    memories: Sequence[VerifiedMemory],
+) -> Projection:
+    """Project ``memories`` in the index's context (query commit, subject, path) and policy."""
+    return project(
+        memories,
+        store.RepoProbe(repo),
+        at_commit=context.at_commit,
+        policy=policy,
+        subject=context.subject,
+        path=context.path,
+    )
+
+
 def reproject(  # noqa: PLR0917 - internal, one call site
     repo: pygit2.Repository,
     conn: sqlite3.Connection,
@@ -292,14 +309,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
     }
     extra = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", sorted(cited - needed))
     subset += load_memories(conn, extra)
-    projection = project(
-        subset,
-        store.RepoProbe(repo),
-        at_commit=context.at_commit,
-        policy=policy,
-        subject=context.subject,
-        path=context.path,
-    )
+    projection = project_in(repo, context, policy, subset)
     rows = [row for row in projection.rows if row.id in affected]
     return write_rows(conn, key, rows, fresh=False)
 
@@ -308,6 +318,7 @@ def reproject(  # noqa: PLR0917 - internal, one call site
 
 __all__ = [
     "load_memories",
+    "project_in",
     "refresh_groups",
     "reproject",
     "store_entries",
