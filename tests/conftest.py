@@ -1,4 +1,4 @@
-"""Shared test set-up: a scrubbed Git environment and the location of ../shared/."""
+"""Shared test set-up: a scrubbed Git environment and the interop vectors kept in the repository."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# CI lays a copy of shared/ beside the clone; PAL_SHARED overrides for unusual layouts.
-SHARED = Path(os.environ.get("PAL_SHARED", REPO_ROOT.parent / "shared")).resolve()
-INTEROP = SHARED / "interop" / "hn-memory-v0"
+# The upstream hn-memory/0 interop fixture, copied byte for byte (see tests/vectors/README.md):
+# the tests carry their own vectors, so a fresh clone tests itself.
+VECTORS = REPO_ROOT / "tests" / "vectors"
+INTEROP = VECTORS / "hn-memory-v0"
 
 
 @pytest.fixture(autouse=True)
