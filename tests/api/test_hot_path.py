@@ -30,8 +30,8 @@ from click.testing import CliRunner
 from palimpsest.api.app import ApiConfig, create_app
 from palimpsest.cli.main import cli
 from palimpsest.service import MemoryService
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import SHARED_MAIN
 from tests.api.server import err, ok, provision, start
 

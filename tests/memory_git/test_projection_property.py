@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from palimpsest.errors import InvalidInput
-from palimpsest.service import gitproject
-from palimpsest.service.gitproject import Projection
-from palimpsest.service.gitservice import GitService
+from palimpsest.service.memorygit import projection as gitproject
+from palimpsest.service.memorygit.projection import Projection
+from palimpsest.service.memorygit.repository import GitService
 from tests.memory_git.helpers import make_flow
 
 P = "hmem_prop"

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service.gitflow import ReviewFlow
+from palimpsest.service.memorygit.flow import ReviewFlow
 from tests.memory_git.helpers import GrantTable, add, commit_body, make_flow
 
 P = "hmem_proj"
@@ -238,7 +238,7 @@ def test_concurrent_merges_exactly_one_cas_wins(env: tuple[ReviewFlow, GrantTabl
     assert losses[0].code == "cas_mismatch" and "re-read" in (losses[0].hint or "")
     loser = next(req for _, req in reqs
                  if req["merge_proposal_id"] != wins[0]["proposal"]["proposal_id"])
-    from palimpsest.service import mergeauth
+    from palimpsest.service.memorygit import mergeauth
     nonce = mergeauth.decode_wire(loser["merge_authorization"])[0].nonce
     assert not flow.git.store.nonce_consumed(nonce)  # documented: the loser keeps its nonce
 
@@ -253,7 +253,7 @@ def test_unknown_project_and_missing_grant(env: tuple[ReviewFlow, GrantTable]) -
 
 
 def test_forged_cherry_pick_content_is_refused(env: tuple[ReviewFlow, GrantTable]) -> None:
-    from palimpsest.service import mergeauth
+    from palimpsest.service.memorygit import mergeauth
 
     flow, _ = env
     branch(flow, ALICE, "refs/agents/alice/main")
@@ -298,7 +298,7 @@ def test_unadvanced_commits_respect_ownership_and_selection_bounds(
 def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable]) -> None:
     from palimpsest import canonical
     from palimpsest.errors import Unavailable
-    from palimpsest.service.gitservice import GitService
+    from palimpsest.service.memorygit.repository import GitService
 
     flow, access = env
     branch(flow, ALICE, "refs/agents/alice/main")

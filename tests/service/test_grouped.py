@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from palimpsest.errors import InvalidInput, PalError
-from palimpsest.service import MemoryService, records
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service import MemoryService
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import SHARED_MAIN, Caller
+from palimpsest.service.ops import records
 from tests.service.conftest import member
 
 

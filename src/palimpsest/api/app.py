@@ -28,10 +28,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
+from palimpsest.api.mcp_mount import mount_mcp
 from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
 from palimpsest.api.schemas import SCHEMAS
 from palimpsest.errors import PalError
-from palimpsest.mcp.http import mount_mcp
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 

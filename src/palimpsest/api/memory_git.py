@@ -28,9 +28,9 @@ from palimpsest.api.guard import PRINCIPAL_KEY
 from palimpsest.api.params import IdempotencyKey
 from palimpsest.api.runtime import json_response
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 
 _LETHE_ERROR: dict[str, Any] = {
     "description": "Lethe error body",

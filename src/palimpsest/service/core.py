@@ -19,8 +19,10 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.errors import NotFound
 from palimpsest.search.fts import document_text
-from palimpsest.service import gitops, gitrecords, history, wire
+from palimpsest.service import history, wire
 from palimpsest.service.access import Tree, View
+from palimpsest.service.memorygit import ops as gitops
+from palimpsest.service.memorygit import records as gitrecords
 from palimpsest.service.model import (
     SHARED_MAIN,
     Caller,

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service import gitops
+from palimpsest.service.memorygit import ops as gitops
 from palimpsest.service.model import (
     CAS_MISMATCH,
     IDEMPOTENCY_MISMATCH,

@@ -33,11 +33,12 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import extras, gitlog, grouped, providers, records, tree
+from palimpsest.service import grouped, providers
 from palimpsest.service.core import Core
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit import log as gitlog
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -48,6 +49,7 @@ from palimpsest.service.model import (
     Wire,
     unsupported,
 )
+from palimpsest.service.ops import extras, records, tree
 from palimpsest.service.storage.sqlite import SqliteStore
 
 Clock = Callable[[], int]  # epoch milliseconds

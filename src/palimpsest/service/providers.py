@@ -1,7 +1,7 @@
 """The built-in provider's capability document (uhp-memories.md §12) — truthful by construction.
 
 Each entry is derived from what the code serves: recall signals come from
-:data:`palimpsest.service.recall.SERVED_SIGNALS`, kept media from :data:`KEPT_MEDIA`, which the
+:data:`palimpsest.service.ops.recall.SERVED_SIGNALS`, kept media from :data:`KEPT_MEDIA`, which the
 upload path enforces. A signal the engine lacks is left out here and reported in ``degraded``.
 """
 
@@ -11,7 +11,7 @@ from fnmatch import fnmatchcase
 from typing import Final
 
 from palimpsest.service.model import PROVIDER_ID, Wire
-from palimpsest.service.recall import SERVED_SIGNALS
+from palimpsest.service.ops.recall import SERVED_SIGNALS
 
 # Media types whose bytes the provider keeps (``bytes: "kept"``); anything else is refused with
 # memory_unsupported at upload and at write, so a record is never stored without its file.

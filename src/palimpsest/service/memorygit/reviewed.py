@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitservice import SHARED_MAIN, member_of, to_core
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.repository import SHARED_MAIN, member_of, to_core
 
 # UHP record types → Memory Git kinds (memory-git.md §4 closes the kind vocabulary).
 _KINDS = {"fact": "fact", "note": "observation", "episode": "observation",

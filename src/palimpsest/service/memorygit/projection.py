@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.service.gitops import KINDS, LOW_TRUST, VISIBILITIES, GitChangeset, GitOp
+from palimpsest.service.memorygit.ops import KINDS, LOW_TRUST, VISIBILITIES, GitChangeset, GitOp
 from palimpsest.text import lexical_tokens, trim_space
 
 PROJECTION_VERSION = "memory-context/v1"

@@ -7,8 +7,7 @@ from typing import Any
 
 from palimpsest import canonical
 from palimpsest.search.analyzer import analyze
-from palimpsest.service import history, records, wire
-from palimpsest.service import recall as rc
+from palimpsest.service import history, wire
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
     CORE_TYPES,
@@ -26,6 +25,8 @@ from palimpsest.service.model import (
     record_not_found,
     unsupported,
 )
+from palimpsest.service.ops import recall as rc
+from palimpsest.service.ops import records
 
 PROVIDER = Principal("provider", PROVIDER_ID)
 

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitservice import GitService, member_of
-from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.repository import GitService, member_of
 from palimpsest.service.model import forbidden, not_found
-from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.storage.memorygit import GitStore
 
 KEY_FILE = "merge-hmac.key"
 

@@ -10,7 +10,6 @@ from palimpsest.errors import Forbidden
 from palimpsest.search import rank
 from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
-from palimpsest.service import recall as rc
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
@@ -29,6 +28,7 @@ from palimpsest.service.model import (
     record_not_found,
     unsupported,
 )
+from palimpsest.service.ops import recall as rc
 
 
 def _resolve_parts(core: Core, caller_id: str,

@@ -10,7 +10,7 @@ boundary, and :func:`apply_changeset` again over the stored op values immediatel
 storage transaction makes the changeset immutable.
 
 What does not live here: SQL, refs, CAS (see :mod:`palimpsest.service.gitstore`), diffs and
-conflicts (:mod:`palimpsest.service.gitdiff`).
+conflicts (:mod:`palimpsest.service.memorygit.diff`).
 """
 
 from __future__ import annotations

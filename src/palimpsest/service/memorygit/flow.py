@@ -25,11 +25,12 @@ from typing import Any
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service import gitdiff, mergeauth, review
-from palimpsest.service.gitops import GitOp
-from palimpsest.service.gitservice import GitService, check_ref_name, is_protected, new_id
-from palimpsest.service.mergeauth import KeyRing, MergeRequest
-from palimpsest.service.review import Proposal, Review
+from palimpsest.service.memorygit import diff as gitdiff
+from palimpsest.service.memorygit import mergeauth, review
+from palimpsest.service.memorygit.mergeauth import KeyRing, MergeRequest
+from palimpsest.service.memorygit.ops import GitOp
+from palimpsest.service.memorygit.repository import GitService, check_ref_name, is_protected, new_id
+from palimpsest.service.memorygit.review import Proposal, Review
 
 _CONFLICT_KEYS = ("conflict_id", "conflict_type", "severity", "summary")
 _HEX64 = re.compile(r"[0-9a-f]{64}")

@@ -12,7 +12,7 @@ Ref namespaces and who may write them — enforced here, not by clients (memory-
 - ``refs/topics/*`` and ``refs/repos/*``: anyone with ``write`` may create one; only its creator
   may move it.
 
-Proposals, reviews and merges live in :mod:`palimpsest.service.gitflow`.
+Proposals, reviews and merges live in :mod:`palimpsest.service.memorygit.flow`.
 """
 
 from __future__ import annotations
@@ -29,17 +29,18 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service import gitproject, history
-from palimpsest.service.gitops import (
+from palimpsest.service import history
+from palimpsest.service.memorygit import projection as gitproject
+from palimpsest.service.memorygit.ops import (
     ChangesetRequest,
     GitChangeset,
     GitOp,
     assign_ids,
     parse_request,
 )
-from palimpsest.service.gitproject import Projection
+from palimpsest.service.memorygit.projection import Projection
 from palimpsest.service.model import Changeset, Op
-from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.storage.memorygit import GitStore
 
 SHARED_MAIN = "refs/shared/main"
 _CACHED_CHANGESETS = 50_000  # verified, immutable changesets kept in memory

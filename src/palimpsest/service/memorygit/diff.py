@@ -1,7 +1,7 @@
 """Semantic diffs and conflict detection between Memory Git heads (memory-git.md §9) — pure.
 
 Both work on values: the ops of changesets and the projections they produce
-(:mod:`palimpsest.service.gitproject`). Nothing here writes; persisting conflicts is the
+(:mod:`palimpsest.service.memorygit.projection`). Nothing here writes; persisting conflicts is the
 service's job. Substantive conflicts are reported, never auto-resolved ("newest wins" is not a
 resolution).
 """
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from palimpsest import canonical
-from palimpsest.service.gitops import LOW_TRUST, GitChangeset
-from palimpsest.service.gitproject import Projection
+from palimpsest.service.memorygit.ops import LOW_TRUST, GitChangeset
+from palimpsest.service.memorygit.projection import Projection
 from palimpsest.text import lexical_tokens, to_lower, trim_space
 
 SECTIONS = (
