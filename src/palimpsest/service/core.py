@@ -1,7 +1,7 @@
 """Shared machinery of the service operations: clock, ids, the caller's view of the tree,
 idempotent writes, committing changesets with their projection, and rendering records.
 
-:class:`Core` is the state the operation modules (``tree``, ``records``, ``extras``, ``admin``)
+:class:`Core` is the state the operation modules (:mod:`palimpsest.service.ops`, ``admin``)
 share; :class:`palimpsest.service.memories.MemoryService` is the public face over it.
 """
 

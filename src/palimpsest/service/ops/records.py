@@ -7,8 +7,6 @@ to the projection and the search index in the same transaction.
 from __future__ import annotations
 
 from palimpsest.errors import Forbidden
-from palimpsest.search import rank
-from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
@@ -18,7 +16,6 @@ from palimpsest.service.model import (
     ContentPart,
     FileBytes,
     FileRef,
-    Memory,
     Op,
     Principal,
     RecordBody,
@@ -28,7 +25,7 @@ from palimpsest.service.model import (
     record_not_found,
     unsupported,
 )
-from palimpsest.service.ops import recall as rc
+from palimpsest.service.ops import tree
 
 
 def _resolve_parts(core: Core, caller_id: str,
@@ -186,18 +183,7 @@ def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None
             nxt = str(offset + len(rows)) if len(rows) == limit + 1 + 4 * limit or more \
                 else None
         out: Wire = {"object": "list", "data": data, "next": nxt}
-        out.update(navigation(core, view, m))
-    return out
-
-
-def navigation(core: Core, view: View, m: Memory) -> Wire:
-    """``parent`` (only when readable) and the readable ``children``."""
-    kids = view.readable_children(m.id)
-    parent = m.parent_id if m.parent_id and view.can(m.parent_id, "read") else None
-    counts = core.store.record_counts([*kids, *([parent] if parent else [])])
-    out: Wire = {"children": [rc.nav_entry(view.tree.nodes[c], counts[c]) for c in kids]}
-    if parent is not None:
-        out["parent"] = rc.nav_entry(view.tree.nodes[parent], counts[parent])
+        out.update(tree.navigation(core, view, m))
     return out
 
 
@@ -329,131 +315,5 @@ def upload_file(core: Core, caller: Caller, data: bytes, name: str, media_type: 
     return core.idempotent(caller, "-files", "upload_file", request, key, apply)
 
 
-# --- recall --------------------------------------------------------------------------------
-def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
-    """``POST /v1/memories/{id}/recall`` over the readable subtree."""
-    req = wire.recall_request(body)
-    with core.store.read():
-        view, m = core.resolve(caller, memory_id, "read")
-        reach = view.readable_reach(memory_id, req.depth)
-        degraded = rc.degraded_for(req)
-        if len(reach) > providers.MAX_RECALL_MEMORIES:
-            reach = reach[:providers.MAX_RECALL_MEMORIES]
-            degraded.append(f"subtree:capped_at_{providers.MAX_RECALL_MEMORIES}_memories")
-        found, partial = search(core, req, reach)
-        if partial:
-            degraded.append(f"filters:scanned_{rc.SCAN_CAP}_candidates")
-        results = [{"record": core.render(view, rec),
-                    "memory": {"id": rec.memory_id, "name": view.tree.nodes[rec.memory_id].name},
-                    "score": score,
-                    "why": rc.why(req, lexical)} for rec, score, lexical in found]
-        out: Wire = {"object": "memory.recall", "results": results}
-        out.update(navigation(core, view, m))
-        out["degraded"] = degraded
-        out["abstain"] = not results
-    return out
-
-
-def search(core: Core, req: wire.RecallRequest, reach: list[str]
-           ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """Candidates → filters → re-rank → the first ``limit``; also returns whether a scan was
-    cut short (reported in ``degraded``)."""
-    statuses = ("active",) if req.include == "active" else ("active", "forgotten")
-    terms = rc.search_terms(req)
-    wanted = req.limit
-    out: list[tuple[RecordVersion, float | None, bool]] = []
-    if not reach:
-        return out, False
-    if req.as_of is not None:
-        return _scan_as_of(core, req, reach, terms, statuses)
-    if terms:
-        return _lexical(core, req, reach, terms, statuses)
-    # Filters alone: newest first, in chunks, until enough match or the scan cap is reached.
-    ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
-    partial = len(ns) > rc.SCAN_CAP
-    ns = ns[:rc.SCAN_CAP]
-    for start in range(0, len(ns), 200):
-        rows = core.store.current_rows(ns[start:start + 200])
-        for row in sorted(rows, key=lambda r: -r["n"]):
-            rec = core.version(row)
-            if req.types is not None and rec.body.type not in req.types:
-                continue
-            if req.filters is not None and rc.matches(req.filters, rec):
-                out.append((rec, None, False))
-                if len(out) == wanted:
-                    return out, False
-    return out, partial
-
-
-def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-             statuses: tuple[str, ...]
-             ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.term_docs(terms)
-    kept, bounded = rc.bounded_terms(terms, dfs)
-    match = match_terms(kept, "any")
-    if match is None:
-        return [], False
-    want = rank.candidate_limit(req.limit)
-    cands: dict[str, rank.Candidate] = {}
-    loaded: dict[str, RecordVersion] = {}
-    scanned = 0
-    exhausted = False
-    while len(cands) < want and scanned < rc.SCAN_CAP:
-        hits = core.store.search(match, reach, statuses, req.types, want, scanned,
-                                 rc.POSTINGS_BOUND if bounded else None)
-        scanned += len(hits)
-        if req.filters is not None:
-            # Filters need the record itself; only then are candidates loaded before ranking.
-            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
-        for hit in hits:
-            n, key = hit.n, str(hit.n)
-            if req.filters is not None:
-                row = rows.get(n)
-                if row is None:
-                    continue
-                rec = core.version(row)
-                if not rc.matches(req.filters, rec):
-                    continue
-                loaded[key] = rec
-            cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
-                                        analyzed=hit.text, thread=hit.thread)
-        if len(hits) < want or bounded:
-            exhausted = True
-            break
-    ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=rc.instant(core.now_ms()))
-    missing = [int(r.key) for r in ranked if r.key not in loaded]
-    for row in core.store.current_rows(missing):
-        loaded[str(row["n"])] = core.version(row)
-    out: list[tuple[RecordVersion, float | None, bool]] = [
-        (loaded[r.key], r.score, True) for r in ranked if r.key in loaded]
-    return out, not exhausted and len(out) < req.limit
-
-
-def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-                statuses: tuple[str, ...]
-                ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """``as_of`` recall reads versions current at the instant (no index holds the past)."""
-    at = req.as_of or ""
-    rows = core.store.list_at(reach, at, rc.SCAN_CAP + 1)
-    partial = len(rows) > rc.SCAN_CAP
-    scored: list[tuple[RecordVersion, float | None, bool]] = []
-    for row in rows[:rc.SCAN_CAP]:
-        rec = core.version(row, as_of=at)
-        if rec.status not in statuses or (req.types and rec.body.type not in req.types):
-            continue
-        if req.filters is not None and not rc.matches(req.filters, rec):
-            continue
-        if terms:
-            s = rc.lexical_score(terms, rec.body.text)
-            if s > 0:
-                scored.append((rec, s, True))
-        else:
-            scored.append((rec, None, False))
-    scored.sort(key=lambda t: -(t[1] or 0.0))
-    return scored[:req.limit], partial
-
-
-__all__ = ["erase", "forget", "get_record", "list_records", "navigation", "recall",
-           "record_content", "record_history", "remember", "revise", "search", "upload_file"]
+__all__ = ["erase", "forget", "get_record", "list_records", "record_content",
+           "record_history", "remember", "revise", "upload_file"]
