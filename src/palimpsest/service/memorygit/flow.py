@@ -29,7 +29,13 @@ from palimpsest.service.memorygit import diff as gitdiff
 from palimpsest.service.memorygit import mergeauth, review
 from palimpsest.service.memorygit.mergeauth import KeyRing, MergeRequest
 from palimpsest.service.memorygit.ops import GitOp
-from palimpsest.service.memorygit.repository import GitService, check_ref_name, is_protected, new_id
+from palimpsest.service.memorygit.repository import (
+    GitService,
+    check_ref_name,
+    hidden,
+    is_protected,
+    new_id,
+)
 from palimpsest.service.memorygit.review import Proposal, Review
 
 _CONFLICT_KEYS = ("conflict_id", "conflict_type", "severity", "summary")
@@ -111,8 +117,8 @@ class ReviewFlow:
         """A proposal with its reviews (closed ones stay readable)."""
         doc = self.git.store.proposal(proposal_id)
         if doc is None:
-            raise NotFound("no such proposal", code="proposal-not-found")
-        self.git.access.require(principal, doc["project_id"], "read")
+            raise hidden("proposal")
+        self.git.require_visible(principal, doc["project_id"], "read", "proposal")
         return {**doc, "reviews": self.git.store.reviews(proposal_id)}
 
     def list_proposals(self, principal: str, project: str,
@@ -215,7 +221,7 @@ class ReviewFlow:
     def diff(self, principal: str, changeset_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``SemanticDiff`` of a changeset against a base (default: its first parent)."""
         cs = self.git.load(changeset_id)
-        self.git.access.require(principal, cs.project_id, "read")
+        self.git.require_visible(principal, cs.project_id, "read", "changeset")
         base = body.get("base_changeset_id")
         if base is None:
             base = cs.parent_ids[0] if cs.parent_ids else None
@@ -289,7 +295,7 @@ class ReviewFlow:
                                "deferred", code="invalid-status")
         doc = self.git.store.proposal(pid)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         if doc["originator_principal"] == principal:
             raise Forbidden("the author of a proposal cannot retire its conflicts",
                             code="self-review")
@@ -301,7 +307,7 @@ class ReviewFlow:
     def _open_proposal(self, project: str, proposal_id: str) -> dict[str, Any]:
         doc = self.git.store.proposal(proposal_id)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         if doc["status"] not in review.OPEN_STATES:
             raise Conflict(f"proposal is {doc['status']}", code="proposal-closed")
         return doc
@@ -423,7 +429,7 @@ class ReviewFlow:
             raise Forbidden("the authorization names another merger", code="merger-mismatch")
         doc = self.git.store.proposal(request.proposal_id)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         proposal = _proposal(doc)
         if proposal.target_ref != request.ref_name:
             raise InvalidInput("the proposal targets another ref", code="ref-mismatch")

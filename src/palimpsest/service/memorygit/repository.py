@@ -58,6 +58,12 @@ class Access(Protocol):
         """Raise NotFound (unknown or unseen project) or Forbidden (missing privilege)."""
 
 
+def hidden(kind: str) -> NotFound:
+    """The one answer for an unknown id and for an object of a memory the caller may not see
+    (same code, same message: the two can never be told apart)."""
+    return NotFound(f"no such {kind} within your reach", code=f"{kind}-not-found")
+
+
 def new_id(now_ns: int) -> str:
     """A UUIDv7 string: 48-bit millisecond time, version 7, variant 10, random rest."""
     ms = now_ns // 1_000_000
@@ -159,6 +165,14 @@ class GitService:
         self._heads: OrderedDict[tuple[str, str], Projection] = OrderedDict()
 
     # --- helpers --------------------------------------------------------------------------
+    def require_visible(self, principal: str, project: str, privilege: str, kind: str) -> None:
+        """Access to an object reached by its own id: a memory the caller cannot see answers
+        exactly as an unknown id does (:func:`hidden`)."""
+        try:
+            self.access.require(principal, project, privilege)
+        except NotFound:
+            raise hidden(kind) from None
+
     def now(self) -> str:
         """The current time as RFC 3339."""
         return iso(self.clock())
@@ -173,7 +187,7 @@ class GitService:
             NotFound: no such changeset. Unavailable: the stored document fails its digest.
         """
         if not isinstance(changeset_id, str) or not 0 < len(changeset_id) <= 128:
-            raise NotFound("no such changeset", code="changeset-not-found")
+            raise hidden("changeset")
         with self._lock:
             hit = self._verified.get(changeset_id)
             if hit is not None:
@@ -181,7 +195,7 @@ class GitService:
                 return hit
         doc = self.store.changeset_doc(changeset_id)
         if doc is None:
-            raise NotFound(f"no changeset {changeset_id[:80]!r}", code="changeset-not-found")
+            raise hidden("changeset")
         cs = from_core(history.verify(history.from_wire(doc)))
         with self._lock:
             self._verified[changeset_id] = cs
@@ -220,8 +234,7 @@ class GitService:
         """A changeset that must belong to ``project`` (cross-project ids look absent)."""
         cs = self.load(changeset_id)
         if cs.project_id != project:
-            raise NotFound(f"no changeset {changeset_id!r} in this project",
-                           code="changeset-not-found")
+            raise hidden("changeset")
         return cs
 
     def ancestors(self, head: str | None) -> set[str]:
@@ -441,7 +454,7 @@ class GitService:
     def get_changeset(self, principal: str, changeset_id: str) -> dict[str, Any]:
         """One changeset (integrity verified on read)."""
         cs = self.load(changeset_id)
-        self.access.require(principal, cs.project_id, "read")
+        self.require_visible(principal, cs.project_id, "read", "changeset")
         return to_core(cs).to_wire()
 
     def log(self, principal: str, project: str, ref: str, limit: int = 20) -> dict[str, Any]:
@@ -503,8 +516,8 @@ class GitService:
         """A stored context manifest."""
         doc = self.store.manifest(manifest_id)
         if doc is None:
-            raise NotFound("no such manifest", code="manifest-not-found")
-        self.access.require(principal, doc["project_id"], "read")
+            raise hidden("manifest")
+        self.require_visible(principal, doc["project_id"], "read", "manifest")
         return doc
 
     def merge_base(self, left: str | None, right: str) -> str | None:
@@ -521,4 +534,4 @@ class GitService:
 
 
 __all__ = ["SHARED_MAIN", "Access", "GitService", "Projector", "check_ref_name", "from_core",
-           "is_protected", "iso", "may_create", "member_of", "new_id", "seal", "to_core"]
+           "hidden", "is_protected", "iso", "may_create", "member_of", "new_id", "seal", "to_core"]
