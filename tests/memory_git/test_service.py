@@ -304,17 +304,25 @@ def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable
     branch(flow, ALICE, "refs/agents/alice/main")
     cid = commit(flow, ALICE, "refs/agents/alice/main", "c1", add("the truth"))
     db = flow.git.store.store.connection()
-    doc = flow.git.store.changeset_doc(cid)
-    assert doc is not None
-    doc["ops"][0]["payload"]["content"] = "a quiet rewrite"
+    found = flow.git.store.changeset(cid)
+    assert found is not None
+    # the payload, kept apart from the changeset, rewritten in place
     with flow.git.store.transaction():
-        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+        db.execute("UPDATE bodies SET data = replace(data, 'the truth', 'a lie!!!!') "
+                   "WHERE digest = ?", (found.ops[0].payload_digest,))
     cold = GitService(flow.git.store, access)  # no cache: reads storage
     with pytest.raises(Unavailable) as err:
         cold.get_changeset(ALICE, cid)
     assert err.value.code == "integrity_failure"
     with pytest.raises(Unavailable):
         cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
+    # and the changeset's own canonical document rewritten
+    doc = found.document()
+    doc["message"] = "a quiet rewrite"
+    with flow.git.store.transaction():
+        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+    with pytest.raises(Unavailable):
+        GitService(flow.git.store, access).get_changeset(ALICE, cid)
 
 
 def test_persist_and_retire_conflicts(env: tuple[ReviewFlow, GrantTable]) -> None:

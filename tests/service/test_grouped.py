@@ -28,10 +28,10 @@ def _chain(svc: MemoryService, memory_id: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     head = ref.head if ref else None
     while head:
-        doc = store.changeset_doc(head)
-        assert doc is not None
-        out.append(doc)
-        head = doc["parent_ids"][0] if doc["parent_ids"] else None
+        cs = store.changeset(head)
+        assert cs is not None
+        out.append(cs.to_wire())
+        head = cs.parent_ids[0] if cs.parent_ids else None
     return out[::-1]
 
 

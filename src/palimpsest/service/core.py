@@ -8,6 +8,7 @@ share; :class:`palimpsest.service.memories.MemoryService` is the public face ove
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
 import sqlite3
 import time
@@ -38,6 +39,7 @@ from palimpsest.service.model import (
     Reference,
     Wire,
     forbidden,
+    invalid,
     not_found,
     unavailable,
 )
@@ -76,6 +78,35 @@ def _thread(body: RecordBody | None) -> str | None:
     """The conversation a record belongs to (``attributes.session_id``), for ranking."""
     value = body.attributes.get("session_id") if body is not None else None
     return value[:200] if isinstance(value, str) else None
+
+
+class _Discard(Exception):
+    """Roll back a rebuild that must not write."""
+
+
+def _rows_digest(rows: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for key in sorted(rows):
+        h.update(f"{key}\x00{rows[key]}\x00".encode())
+    return h.hexdigest()
+
+
+def _differences(before: dict[str, str], after: dict[str, str], cap: int = 50) -> list[str]:
+    """What a rebuild found different, one line per projection row (stored vs history)."""
+    out: list[str] = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) == after.get(key):
+            continue
+        if key not in after:
+            out.append(f"{key}: stored, but the history does not make it")
+        elif key not in before:
+            out.append(f"{key}: made by the history, missing from the store")
+        else:
+            out.append(f"{key}: stored {before[key]} / history {after[key]}")
+        if len(out) == cap:
+            out.append("… more differences not listed")
+            break
+    return out
 
 
 class Core:
@@ -221,6 +252,8 @@ class Core:
         in this transaction" (a direct write); otherwise it is compared with the current head.
         Only ``refs/shared/main`` projects into records and the search index.
         """
+        if not ops:
+            raise invalid("a changeset needs at least one op")
         now = self.now_iso()
         ref = self.store.ref(memory_id, ref_name)
         current = ref.head if ref else None
@@ -229,8 +262,7 @@ class Core:
                                current, ref_name)
         cs = history.make_changeset(memory_id, ref_name, (current,) if current else (),
                                     author.grant_form, message, key, ops, now)
-        self.store.insert_changeset(cs.id, memory_id, ref_name, cs.author, key, now,
-                                    cs.to_wire())
+        self.store.insert_changeset(cs)
         self.store.set_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
                                author.grant_form, ref.created_at if ref else now, now))
         if ref_name == SHARED_MAIN:
@@ -243,7 +275,9 @@ class Core:
         if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same steps
             gitrecords.apply(self, cs, op)
             return
-        row = self.store.record_head(op.target or op.payload.get("record_id", ""))
+        row = self.store.record_head(op.target or (op.payload or {}).get("record_id", ""))
+        if row is None and op.op_type in ("forget_record", "erase_record"):
+            return  # its record was made by an erased payload: nothing was projected
         head = None if row is None else history.Head(row["id"], row["memory_id"],
                                                      row["version"], row["status"],
                                                      row["body_digest"])
@@ -252,8 +286,8 @@ class Core:
             body = self._sealed.pop(eff.body_digest, None)
             if body is None:
                 stored = self.store.body(eff.body_digest)
-                if stored is not None and history.body_matches(eff.body_digest, *stored):
-                    body = body_from_stored(load(stored[1]))
+                if stored is not None and history.body_matches(eff.body_digest, stored):
+                    body = body_from_stored(load(stored))
                 # else: erased later in history, or damaged: indexed as nothing
             extra: dict[str, Any] = {}
             if eff.on_behalf_of is not None:
@@ -280,37 +314,53 @@ class Core:
             for fid in self._file_ids(eff.record_id):
                 self.store.delete_file(fid)
             self.store.project_erase(eff.record_id)
-            self.store.forget_responses(cs.memory_id, eff.record_id)
+            self.store.forget_responses(eff.record_id)
 
-    def rebuild(self) -> Wire:
-        """Drop and re-derive every projection from the changesets reachable from each
-        memory's ``refs/shared/main``, verifying every digest (one transaction)."""
-        with self.store.write():
-            docs = list(self.store.changeset_docs())
-            parents = {d["changeset_id"]: d["parent_ids"] for d in docs}
-            reachable: set[str] = set()
-            for mid in dict.fromkeys(d["project_id"] for d in docs):
-                ref = self.store.ref(mid, SHARED_MAIN)
-                stack = [ref.head] if ref and ref.head else []
-                while stack:
-                    cid = stack.pop()
-                    if cid in reachable or cid not in parents:
-                        continue
-                    reachable.add(cid)
-                    stack.extend(parents[cid])
-            before = self.store.projection_fingerprint()
-            self.store.clear_projections()
-            verified = 0
-            for d in docs:
-                cs = history.verify(history.from_wire(d))
-                verified += 1
-                if cs.id in reachable:
-                    for op in cs.ops:
-                        self.apply(cs, op)
-            counts = self.store.counts()
-            after = self.store.projection_fingerprint()
-        return {"object": "memory.rebuild", "verified": verified, **counts,
-                "equal": after == before, "digest_before": before, "digest_after": after}
+    def rebuild(self, *, repair: bool = False) -> Wire:
+        """Re-derive every projection from the changesets reachable from each memory's
+        ``refs/shared/main``, verifying every digest, and compare with what is stored.
+
+        Nothing is written unless ``repair`` is set: an equal store needs nothing, and an
+        unequal one is reported (``differences`` names the rows) for an operator to look at
+        before ``repair`` replaces the stored projections with what the history says."""
+        report: Wire = {}
+        try:
+            with self.store.write():
+                every = list(self.store.changesets())  # append order: parents first
+                parents = {cs.id: cs.parent_ids for cs in every}
+                reachable: set[str] = set()
+                for mid in dict.fromkeys(cs.memory_id for cs in every):
+                    ref = self.store.ref(mid, SHARED_MAIN)
+                    stack = [ref.head] if ref and ref.head else []
+                    while stack:
+                        cid = stack.pop()
+                        if cid in reachable or cid not in parents:
+                            continue
+                        reachable.add(cid)
+                        stack.extend(parents[cid])
+                before = self.store.projection_rows()
+                self.store.clear_projections()
+                verified = 0
+                for cs in every:
+                    history.verify(cs)
+                    verified += 1
+                    if cs.id in reachable:
+                        for op in cs.ops:
+                            self.apply(cs, op)
+                after = self.store.projection_rows()
+                report = {"object": "memory.rebuild", "verified": verified,
+                          **self.store.counts(), "equal": after == before,
+                          "digest_before": _rows_digest(before),
+                          "digest_after": _rows_digest(after),
+                          "differences": _differences(before, after),
+                          "written": repair and after != before}
+                if not report["written"]:
+                    raise _Discard
+        except _Discard:
+            pass  # rolled back: the stored projections stay exactly as they were
+        finally:
+            self._sealed.clear()
+        return report
 
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()
@@ -324,16 +374,16 @@ class Core:
 
     def seal(self, body: RecordBody) -> str:
         """Store a record body apart from history; returns the digest its op names."""
-        digest, salt, data = history.seal_body(body)
-        self.store.put_body(digest, salt, data)
+        digest, data = history.seal_body(body)
+        self.store.put_body(digest, data)
         self._sealed[digest] = body  # the projection in this transaction needs no re-read
         return digest
 
     # --- rendering ------------------------------------------------------------------------
     def version(self, row: sqlite3.Row, as_of: str | None = None) -> RecordVersion:
         """A version row (joined with its body) as a :class:`RecordVersion`."""
-        if not isinstance(row["data"], bytes) or not isinstance(row["salt"], bytes) \
-                or not history.body_matches(row["body_digest"], row["salt"], row["data"]):
+        if not isinstance(row["data"], bytes) \
+                or not history.body_matches(row["body_digest"], row["data"]):
             raise unavailable("a record body is missing or fails its digest; run "
                               "pal admin rebuild or restore from a backup")
         body = body_from_stored(load(row["data"]))

@@ -173,13 +173,14 @@ class MemoryService:
 
         return self._store, project
 
-    def rebuild(self) -> Wire:
+    def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
-        verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
-        ``{object, verified, changesets, records, versions, indexed, equal, digest_before,
-        digest_after}`` — ``equal`` is false when the stored projections had been changed
-        outside the service (the rebuild then restores what the history says)."""
-        return self._core.rebuild()
+        verifying each changeset's integrity digest, and compare. Serves ``pal admin
+        rebuild``; returns ``{object, verified, changesets, records, versions, indexed, equal,
+        digest_before, digest_after, differences, written}``. ``equal`` is false when the
+        stored projections differ from what the history makes (changed outside the service);
+        ``differences`` then names the rows. Nothing is written unless ``repair`` is set."""
+        return self._core.rebuild(repair=repair)
 
     # --- discovery and providers --------------------------------------------------------------
     def providers(self, caller: Caller) -> Wire:

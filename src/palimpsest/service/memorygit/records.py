@@ -17,13 +17,15 @@ and recall return and ``rebuild`` re-derives both alike:
 - ``propose_deprecation``: a new version with ``attributes.deprecation_proposed`` = the reason
   (the record stays active, as in the Memory Git projection).
 
-Memory Git content lives inside its changeset (that is what review signs off), so ``erase``
-cannot remove it; the body row is a projection rebuilt from the changeset.
+A Memory Git op's payload is kept apart from its changeset's canonical bytes (named there by
+its digest), so ``erase`` removes it; an op whose payload was erased projects nothing of it
+(a correction or supersession still retires its target, which the op names itself). Record
+bodies made here are content-addressed like every other, so a rebuild makes the same rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -45,10 +47,17 @@ _ATTRIBUTES = ("kind", "scope", "visibility", "tags", "confidence", "fact_key", 
                "approval")
 
 
-def _writer(cs: Changeset) -> dict[str, Any]:
+def _writer(core: Core, cs: Changeset) -> dict[str, Any]:
+    """``written_by`` of a merged record: the author of the changeset that made it, complete
+    with the member's type, exactly as a direct write stamps it."""
     kind, _, ident = cs.author.partition(":")
-    who = Principal(kind, ident) if kind in ("member", "group") and ident else Principal(
-        "provider", cs.author)
+    member = core.store.member(ident) if kind == "member" and ident else None
+    if member is not None:
+        who = member.principal
+    elif kind in ("member", "group") and ident:
+        who = Principal(kind, ident)
+    else:
+        who = Principal("provider", cs.author)
     return history.writer_payload(cs.created_at, who)
 
 
@@ -64,19 +73,67 @@ def _body(payload: dict[str, Any], memory_id: str) -> RecordBody:
         valid_from=payload.get("valid_from"), valid_to=payload.get("valid_to"))
 
 
+_MAKES = ("add_memory", "correct_memory", "supersede_memory")
+_REVISES = ("attach_evidence", "attach_verification", "propose_deprecation")
+
+
+def carriers(changesets: Iterable[Changeset], record_id: str) -> tuple[list[str], set[str],
+                                                                        bool]:
+    """Where a record's bytes live in Memory Git history: the digests of the payloads that
+    made or revised it (on any ref, the source of a cherry-pick included), the record ids those
+    ops name (stored responses naming them may carry the bytes too), and whether some of its
+    text was taken over from another record's payload (a correction without ``content``), which
+    erasing this record cannot remove."""
+    by_id = {cs.id: cs for cs in changesets}
+    found: dict[str, None] = {}
+    names = {record_id}
+    borrowed = False
+    picks: list[tuple[str, Op]] = []
+    for cs in by_id.values():
+        for op in cs.ops:
+            if op.payload_digest is None or op.payload is None:
+                continue
+            p = op.payload
+            if not ((op.op_type in _MAKES and op.result == record_id)
+                    or (op.op_type in _REVISES and op.target == record_id)
+                    or (op.op_type == "add_relationship" and p.get("from_memory_id") == record_id)):
+                continue
+            found[op.payload_digest] = None
+            if op.op_type in _MAKES[1:] and op.result == record_id and "content" not in p:
+                borrowed = True
+            source = p.get("cherrypicked_from")
+            if isinstance(source, str) and source in by_id:
+                picks.append((source, op))
+    for source, op in picks:
+        want = {k: v for k, v in (op.payload or {}).items() if k != "cherrypicked_from"}
+        for o in by_id[source].ops:
+            if (o.payload is not None and o.payload_digest is not None
+                    and (o.op_type, o.target) == (op.op_type, op.target)
+                    and {k: v for k, v in o.payload.items()
+                         if k not in ("memory_id", "event_id")} == want):
+                found[o.payload_digest] = None
+                if o.result:
+                    names.add(o.result)
+    return list(found), names, borrowed
+
+
 def _forget(core: Core, cs: Changeset, record_id: str | None) -> None:
     row = core.store.record_head(record_id or "")
     if row is not None and row["status"] == "active" and row["memory_id"] == cs.memory_id:
-        core.apply(cs, Op("forget_record", record_id, _writer(cs)))
+        core.apply(cs, Op("forget_record", record_id, _writer(core, cs)))
 
 
 def apply(core: Core, cs: Changeset, op: Op) -> None:
     """Project one accepted Memory Git op (inside the caller's write transaction)."""
+    if op.payload is None:  # erased: only what the op itself names still counts
+        if op.op_type in ("correct_memory", "supersede_memory"):
+            _forget(core, cs, op.target)
+        return
     payload = dict(op.payload)
     if op.op_type == "add_memory" and op.result:
         digest = core.seal(_body(payload, op.result))
         core.apply(cs, Op("add_record", None, {"record_id": op.result, "body_digest": digest,
-                                               **_writer(cs)}))
+                                               **_writer(core, cs)}))
     elif op.op_type in ("correct_memory", "supersede_memory") and op.result:
         target = core.store.record_head(op.target or "")
         if "content" in payload or target is None:
@@ -84,7 +141,7 @@ def apply(core: Core, cs: Changeset, op: Op) -> None:
         else:
             digest = target["body_digest"]
         core.apply(cs, Op("add_record", None, {"record_id": op.result, "body_digest": digest,
-                                               **_writer(cs)}))
+                                               **_writer(core, cs)}))
         _forget(core, cs, op.target)
     elif op.op_type == "mark_duplicate":
         _forget(core, cs, payload.get("duplicate_id"))
@@ -111,13 +168,13 @@ def _revise(core: Core, cs: Changeset, record_id: str | None,
     if row is None or row["status"] != "active" or row["memory_id"] != cs.memory_id:
         return  # not an accepted record here (e.g. erased): nothing to overlay
     stored = core.store.body(row["body_digest"])
-    if stored is None or not history.body_matches(row["body_digest"], *stored):
+    if stored is None or not history.body_matches(row["body_digest"], stored):
         return  # erased or damaged bytes: never resurrect content
     from palimpsest.service.core import body_from_stored  # noqa: PLC0415 (core imports us)
 
-    body = change(body_from_stored(load(stored[1])))
+    body = change(body_from_stored(load(stored)))
     digest = core.seal(body)
-    core.apply(cs, Op("revise_record", record_id, {"body_digest": digest, **_writer(cs)}))
+    core.apply(cs, Op("revise_record", record_id, {"body_digest": digest, **_writer(core, cs)}))
 
 
-__all__ = ["apply"]
+__all__ = ["apply", "carriers"]

@@ -10,6 +10,7 @@ from palimpsest.errors import Forbidden
 from palimpsest.service import history, providers, wire
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
+from palimpsest.service.memorygit.records import carriers
 from palimpsest.service.model import (
     MEMORY_FORBIDDEN,
     Caller,
@@ -273,6 +274,9 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
         erased: list[str] = []
         unreachable: list[str] = []
         ops: list[Op] = []
+        history_of = list(core.store.changesets(memory_id))
+        payloads: list[str] = []
+        names: set[str] = set()
         for rid in rids:
             head = core.store.record_head(rid)
             if head is None or head["memory_id"] != memory_id:
@@ -280,9 +284,16 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
                 continue
             ops.append(Op("erase_record", rid,
                           history.writer_payload(core.now_iso(), caller.writer)))
-            erased.append(rid)
+            found, named, borrowed = carriers(history_of, rid)
+            payloads += found
+            names |= named
+            # a correction that kept another record's words: those bytes are that record's
+            (unreachable if borrowed else erased).append(rid)
         if ops:
             core.commit(memory_id, caller.writer, k, ops, "erase")
+            core.store.erase_payloads(payloads)
+            for name in sorted(names):
+                core.store.forget_responses(name)
         return {"object": "memory.erasure", "erased": erased, "unreachable": unreachable}
 
     out = core.idempotent(caller, memory_id, "erase", {"record_ids": rids}, key, apply, check)

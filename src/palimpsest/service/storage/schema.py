@@ -15,7 +15,9 @@ from typing import Any, Final, NamedTuple
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
 
-SCHEMA_VERSION: Final = 1
+# 2: one history — record bodies and Memory Git payloads content-addressed in ``bodies`` (no
+# salt), Memory Git payloads kept apart from changesets, one idempotency table.
+SCHEMA_VERSION: Final = 2
 # BM25 column weights: a record's own words, then its context (for an episode, the words of
 # the episode written just before it in the same memory: in a conversation the answer is often
 # the turn after the one that repeats the question).
@@ -58,8 +60,7 @@ CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
 CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
   protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
-  data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
   memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
   written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,

@@ -6,8 +6,9 @@ speaks SQL. This module keeps:
 
 - the tree and grants (server-owned structure; members, groups and hashed credentials are in
   :mod:`.principals`, a base class of the store);
-- the Memory Git history: ``changesets`` (immutable canonical documents, id = integrity digest)
-  and ``refs`` (CAS-advanced heads), plus salted record ``bodies`` that ops name by digest;
+- the history: ``changesets`` (immutable canonical documents, id = integrity digest) and
+  ``refs`` (CAS-advanced heads), plus ``bodies``: record bodies and Memory Git payloads,
+  content-addressed (SHA-256 of their canonical bytes), that ops name by digest;
 - the projections of ``refs/shared/main``: ``records`` (current state), ``versions`` and the
   FTS5 index ``record_fts`` (plus ``edges`` and ``memory_counts``) — all re-derived from the
   changesets by ``Core.rebuild`` (``pal admin rebuild``);
@@ -32,7 +33,16 @@ from pathlib import Path
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.service.model import Grant, Memory, Ref, unavailable
+from palimpsest.errors import Unavailable
+from palimpsest.service.model import (
+    MEMORY_UNAVAILABLE,
+    Changeset,
+    Grant,
+    Memory,
+    Ref,
+    payload_bytes,
+    unavailable,
+)
 from palimpsest.service.storage.files import FileRows
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.schema import (
@@ -51,6 +61,13 @@ from palimpsest.service.storage.schema import (
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
 
 
+class StoreVersionError(Unavailable):
+    """The data directory holds a store of another schema version."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message, code=MEMORY_UNAVAILABLE, hint=hint)
+
+
 class SqliteStore(PrincipalRows, FileRows):
     """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
 
@@ -62,6 +79,7 @@ class SqliteStore(PrincipalRows, FileRows):
             self._db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None,
                                        check_same_thread=False, timeout=30)
             self._db.row_factory = sqlite3.Row
+            self._check_schema(data_dir)  # before anything writes to the file
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 f"PRAGMA synchronous={'FULL' if durability == 'full' else 'NORMAL'}")
@@ -76,15 +94,18 @@ class SqliteStore(PrincipalRows, FileRows):
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(SCHEMA)
-            self._upgrade()
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('erase_gen', '0')")
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('tree_gen', '0')")
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('principals_gen', '0')")
             rank = self._db.execute("SELECT v FROM record_fts_config WHERE k='rank'").fetchone()
             if rank is None or rank[0] != RANK:  # set once, not on every open
                 self._db.execute("INSERT INTO record_fts(record_fts, rank) "
                                  "VALUES ('rank', ?)", (RANK,))
+        except StoreVersionError:
+            self._db.close()
+            raise
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
@@ -93,14 +114,20 @@ class SqliteStore(PrincipalRows, FileRows):
         self._peek_lock = threading.Lock()
         self._db_path = data_dir / "palimpsest.db"
 
-    def _upgrade(self) -> None:
-        """Add projection columns that data directories made by older builds lack (their
-        values are re-derived by ``pal admin rebuild``)."""
-        have = {r["name"] for r in self._db.execute("PRAGMA table_info(records)")}
-        for column in ("context_src", "thread", "when_at"):
-            if column not in have:
-                self._db.execute(f"ALTER TABLE records ADD COLUMN {column} TEXT")
-        self._db.execute("CREATE INDEX IF NOT EXISTS records_context ON records(context_src)")
+    def _check_schema(self, data_dir: Path) -> None:
+        """Refuse a database another version of the store wrote: never misread it."""
+        tables = {r[0] for r in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            return  # a new database
+        row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone() \
+            if "meta" in tables else None
+        found = row[0] if row is not None else "none"
+        if found != str(SCHEMA_VERSION):
+            raise StoreVersionError(
+                f"the store in {data_dir} has schema {found}; this version reads schema "
+                f"{SCHEMA_VERSION}", hint=f"convert it with: pal admin migrate --data-dir "
+                f"{data_dir} (the original is kept beside it)")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -215,14 +242,17 @@ class SqliteStore(PrincipalRows, FileRows):
                 "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))}
             for r in self._q("SELECT doc FROM changesets WHERE memory_id=?", (mid,)):
                 for op in load(r["doc"]).get("ops", ()):
-                    digest = (op.get("payload") or {}).get("body_digest")
-                    if isinstance(digest, str):
-                        digests.add(digest)  # bodies of unmerged refs too
+                    for digest in ((op.get("payload") or {}).get("body_digest"),
+                                   op.get("payload_digest")):
+                        if isinstance(digest, str):
+                            digests.add(digest)  # bodies of unmerged refs too
             for d in digests:
                 found = self.body(d)
                 if found is not None:
-                    files.update(p["file"]["id"] for p in load(found[1]).get("content", ())
-                                 if p.get("type") == "file" and isinstance(p.get("file"), dict))
+                    content = load(found)
+                    parts = content.get("content", ()) if isinstance(content, dict) else ()
+                    files.update(p["file"]["id"] for p in parts if isinstance(p, dict)
+                                 and p.get("type") == "file" and isinstance(p.get("file"), dict))
                 self._x("DELETE FROM bodies WHERE digest=?", (d,))
             for table in ("records", "versions", "changesets", "refs", "grants", "edges",
                           "memory_counts"):
@@ -304,43 +334,65 @@ class SqliteStore(PrincipalRows, FileRows):
                 (ref.memory_id, ref.name, ref.head, int(ref.protected), ref.created_by,
                  ref.created_at, ref.updated_at))
 
-    def insert_changeset(self, cid: str, memory_id: str, ref_name: str, author: str, key: str,  # noqa: PLR0917
-                         created_at: str, doc: dict[str, Any]) -> None:
-        """Append an immutable changeset document (ignored if the same id exists)."""
+    def insert_changeset(self, cs: Changeset) -> None:
+        """Append an immutable changeset (ignored if the same id exists); the payloads it keeps
+        apart go to ``bodies``, once each."""
         self._x("INSERT OR IGNORE INTO changesets (id, memory_id, ref_name, author, "
                 "idempotency_key, created_at, doc) VALUES (?,?,?,?,?,?,?)",
-                (cid, memory_id, ref_name, author, key, created_at, canonical.encode(doc)))
+                (cs.id, cs.memory_id, cs.ref_name, cs.author, cs.idempotency_key,
+                 cs.created_at, canonical.encode(cs.document())))
+        for op in cs.ops:
+            if op.payload_digest is not None and op.payload is not None:
+                self.put_body(op.payload_digest, payload_bytes(op.payload))
 
-    def changeset_doc(self, cid: str) -> dict[str, Any] | None:
-        """The stored document of a changeset."""
+    def _changeset_of(self, doc: bytes) -> Changeset:
+        data = load(doc)
+        digests = [o["payload_digest"] for o in data["ops"] if "payload_digest" in o]
+        payloads = {}
+        for d in digests:
+            found = self.body(d)
+            if found is not None:
+                payloads[d] = load(found)
+        return Changeset.from_document(data, payloads)
+
+    def changeset(self, cid: str) -> Changeset | None:
+        """A stored changeset with its payloads (an erased one's is ``None``); the caller
+        verifies its digest."""
         r = self._one("SELECT doc FROM changesets WHERE id=?", (cid,))
-        if r is None:
-            return None
-        doc: dict[str, Any] = load(r["doc"])
-        return doc
+        return self._changeset_of(r["doc"]) if r is not None else None
 
-    def changeset_docs(self, memory_id: str | None = None) -> Iterator[dict[str, Any]]:
+    def changesets(self, memory_id: str | None = None) -> Iterator[Changeset]:
         """Every changeset in append order (a topological order), optionally of one memory."""
         cur = self._db.execute("SELECT doc FROM changesets WHERE (? IS NULL OR memory_id=?) "
                                "ORDER BY seq", (memory_id, memory_id))
         for r in cur.fetchall():
-            yield load(r["doc"])
+            yield self._changeset_of(r["doc"])
 
     # --- bodies ---------------------------------------------------------------------------
-    def put_body(self, digest: str, salt: bytes, data: bytes) -> None:
-        """Store a salted record body."""
-        self._x("INSERT OR IGNORE INTO bodies VALUES (?,?,?)", (digest, salt, data))
+    def put_body(self, digest: str, data: bytes) -> None:
+        """Store content-addressed bytes (a record body or a kept-apart payload) once."""
+        self._x("INSERT OR IGNORE INTO bodies VALUES (?,?)", (digest, data))
 
-    def body(self, digest: str) -> tuple[bytes, bytes] | None:
-        """``(salt, data)`` of a body, ``None`` once erased."""
-        r = self._one("SELECT salt, data FROM bodies WHERE digest=?", (digest,))
-        if r is None or not isinstance(r["salt"], bytes) or not isinstance(r["data"], bytes):
-            return None  # absent, or damaged into another type: treated as gone
-        return (r["salt"], r["data"])
+    def body(self, digest: str) -> bytes | None:
+        """The bytes stored under ``digest``, ``None`` once erased."""
+        r = self._one("SELECT data FROM bodies WHERE digest=?", (digest,))
+        if r is None:
+            return None
+        data = r["data"]
+        # bytes damaged into another type are still bytes to check against their digest
+        return data.encode("utf-8") if isinstance(data, str) else bytes(data)
 
-    def delete_body(self, digest: str) -> None:
-        """Erase a body's bytes."""
-        self._x("DELETE FROM bodies WHERE digest=?", (digest,))
+    def erase_payloads(self, digests: Sequence[str]) -> None:
+        """Remove kept-apart payloads (their changesets keep the digests) and tell readers
+        that cached history may hold erased content."""
+        for d in digests:
+            self._x("DELETE FROM bodies WHERE digest=?", (d,))
+        self._x("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='erase_gen'")
+
+    def erase_generation(self) -> int:
+        """Bumped by every erase (caches of verified history key on it)."""
+        row = self._one("SELECT value FROM meta WHERE key='erase_gen'")
+        return int(row["value"]) if row else 0
 
     # --- projection -----------------------------------------------------------------------
     def record_head(self, record_id: str) -> sqlite3.Row | None:
@@ -422,7 +474,9 @@ class SqliteStore(PrincipalRows, FileRows):
         digests = [r["body_digest"] for r in self._q(
             "SELECT body_digest FROM versions WHERE record_id=?", (record_id,))]
         for d in digests:
-            self.delete_body(d)
+            # content-addressed: the same body may also be another record's (two equal turns)
+            self._x("DELETE FROM bodies WHERE digest=? AND NOT EXISTS (SELECT 1 FROM versions "
+                    "WHERE body_digest=? AND record_id<>?)", (d, d, record_id))
         self._x("DELETE FROM versions WHERE record_id=?", (record_id,))
         self._x("DELETE FROM edges WHERE src=?", (record_id,))
         if head is not None:
@@ -442,23 +496,26 @@ class SqliteStore(PrincipalRows, FileRows):
                         (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
         return digests
 
-    def projection_fingerprint(self) -> str:
-        """A digest of every projection row (records, versions, index text, edges, counts),
-        independent of row numbers, so a rebuild can prove it reproduced the same state."""
-        h = hashlib.sha256()
+    def projection_rows(self) -> dict[str, str]:
+        """Every projection row (records with their index text, versions, edges, counts) by a
+        key that names it, independent of row numbers, so a rebuild can prove it reproduced
+        the same state — and say which rows differ when it did not."""
+        out: dict[str, str] = {}
         queries = (
-            "SELECT r.id, r.memory_id, r.type, r.version, r.status, r.written_at, "
-            "r.body_digest, r.standing, r.context_src, r.thread, r.when_at, f.text, f.context "
-            "FROM records r LEFT JOIN record_fts f ON f.rowid = r.n ORDER BY r.id",
-            "SELECT * FROM versions ORDER BY record_id, version",
-            "SELECT src, dst, rel, memory_id FROM edges ORDER BY src, dst, rel",
-            "SELECT memory_id, active FROM memory_counts WHERE active != 0 ORDER BY memory_id",
+            ("record", "SELECT r.id AS k, r.memory_id, r.type, r.version, r.status, "
+             "r.written_at, r.body_digest, r.standing, r.context_src, r.thread, r.when_at, "
+             "f.text, f.context FROM records r LEFT JOIN record_fts f ON f.rowid = r.n"),
+            ("version", "SELECT record_id || '/' || version AS k, * FROM versions"),
+            ("edge", "SELECT src || ' ' || rel || ' ' || dst AS k, memory_id, COUNT(*) "
+             "FROM edges GROUP BY src, dst, rel, memory_id"),
+            ("count", "SELECT memory_id AS k, active FROM memory_counts WHERE active != 0"),
         )
-        for sql in queries:
+        for name, sql in queries:
             for row in self._db.execute(sql):
-                h.update(repr(tuple(row)).encode("utf-8"))
-            h.update(b"\x00")
-        return h.hexdigest()
+                values = tuple(row)
+                out[f"{name} {values[0]}"] = hashlib.sha256(
+                    repr(values[1:]).encode("utf-8")).hexdigest()[:16]
+        return out
 
     def compact_after_erase(self) -> None:
         """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
@@ -480,19 +537,19 @@ class SqliteStore(PrincipalRows, FileRows):
     # --- record reads ---------------------------------------------------------------------
     def version_row(self, record_id: str, version: int) -> sqlite3.Row | None:
         """One version row joined with its body."""
-        return self._one("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+        return self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                          "b.digest=v.body_digest WHERE v.record_id=? AND v.version=?",
                          (record_id, version))
 
     def versions(self, record_id: str) -> list[sqlite3.Row]:
         """Every version of a record, oldest first."""
-        return self._q("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+        return self._q("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                        "b.digest=v.body_digest WHERE v.record_id=? ORDER BY v.version",
                        (record_id,))
 
     def version_at(self, record_id: str, as_of: str) -> sqlite3.Row | None:
         """The version current at ``as_of``."""
-        return self._one("SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "
+        return self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                          "b.digest=v.body_digest WHERE v.record_id=? AND v.written_at<=? "
                          "AND (v.invalidated_at IS NULL OR v.invalidated_at>?) ",
                          (record_id, as_of, as_of))
@@ -501,7 +558,7 @@ class SqliteStore(PrincipalRows, FileRows):
                      before: int | None, limit: int) -> list[sqlite3.Row]:
         """Current records of one memory, newest first, keyset-paginated on ``n``."""
         marks = ",".join("?" * len(statuses))
-        sql = (f"SELECT r.n, v.*, b.salt, b.data FROM records r JOIN versions v ON "  # noqa: S608
+        sql = (f"SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "  # noqa: S608
                f"v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
                f"b.digest=v.body_digest WHERE r.memory_id=? AND r.status IN ({marks}) "
                f"AND (? IS NULL OR r.type=?) AND (? IS NULL OR r.n<?) ORDER BY r.n DESC LIMIT ?")
@@ -511,7 +568,7 @@ class SqliteStore(PrincipalRows, FileRows):
                 offset: int = 0) -> list[sqlite3.Row]:
         """Versions current at ``as_of`` across memories, newest first."""
         marks = ",".join("?" * len(memory_ids))
-        sql = (f"SELECT v.*, b.salt, b.data FROM versions v LEFT JOIN bodies b ON "  # noqa: S608
+        sql = (f"SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "  # noqa: S608
                f"b.digest=v.body_digest WHERE v.memory_id IN ({marks}) AND v.written_at<=? "
                f"AND (v.invalidated_at IS NULL OR v.invalidated_at>?) "
                f"ORDER BY v.written_at DESC, v.record_id LIMIT ? OFFSET ?")
@@ -522,7 +579,7 @@ class SqliteStore(PrincipalRows, FileRows):
         if not ns:
             return []
         marks = ",".join("?" * len(ns))
-        sql = (f"SELECT r.n, r.status AS rstatus, v.*, b.salt, b.data FROM records r "  # noqa: S608
+        sql = (f"SELECT r.n, r.status AS rstatus, v.*, b.data FROM records r "  # noqa: S608
                f"JOIN versions v ON v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b "
                f"ON b.digest=v.body_digest WHERE r.n IN ({marks})")
         return self._q(sql, tuple(ns))
@@ -540,7 +597,7 @@ class SqliteStore(PrincipalRows, FileRows):
 
     def standing_rows(self, memory_id: str) -> list[sqlite3.Row]:
         """Active standing records of a memory, oldest first."""
-        return self._q("SELECT r.n, v.*, b.salt, b.data FROM records r JOIN versions v ON "
+        return self._q("SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "
                        "v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
                        "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
                        "r.status='active' ORDER BY r.n", (memory_id,))
@@ -613,10 +670,10 @@ class SqliteStore(PrincipalRows, FileRows):
                f"OR dst IN ({marks})")
         return self._q(sql, (*record_ids, *record_ids))
 
-    def forget_responses(self, scope: str, record_id: str) -> None:
-        """Drop stored idempotent responses that carry an erased record's content."""
-        self._x("DELETE FROM idempotency WHERE scope=? AND instr(response, ?) > 0",
-                (scope, record_id.encode()))
+    def forget_responses(self, record_id: str) -> None:
+        """Drop stored idempotent responses that name an erased record, whatever the route
+        (a UHP write, a Memory Git commit or merge): they may carry its content."""
+        self._x("DELETE FROM idempotency WHERE instr(response, ?) > 0", (record_id.encode(),))
 
     def counts(self) -> dict[str, int]:
         """Row counts reported by a rebuild."""
