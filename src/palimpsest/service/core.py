@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import secrets
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -28,22 +27,21 @@ from palimpsest.service.model import (
     SHARED_MAIN,
     Caller,
     Changeset,
-    ContentPart,
-    FileRef,
+    Member,
     Memory,
     Op,
     Principal,
     RecordBody,
     RecordVersion,
     Ref,
-    Reference,
     Wire,
     forbidden,
     invalid,
     not_found,
     unavailable,
 )
-from palimpsest.service.storage.sqlite import SqliteStore, load
+from palimpsest.service.storage.protocol import Store
+from palimpsest.service.storage.rows import RecordHead, StoredVersion
 
 Clock = Callable[[], int]
 
@@ -54,30 +52,15 @@ def mint(prefix: str) -> str:
     return f"{prefix}_{raw}"
 
 
-def body_from_stored(data: Any) -> RecordBody:
-    """A stored (already validated) body document back into a :class:`RecordBody`."""
-    parts: list[ContentPart] = []
-    for p in data["content"]:
-        if p["type"] == "text":
-            parts.append(ContentPart("text", text=p.get("text", ""), role=p.get("role")))
-        elif p["type"] == "file":
-            f = p["file"]
-            parts.append(ContentPart("file", text=p.get("text"),
-                                     file=FileRef(f["id"], f["name"], f["media_type"],
-                                                  f["bytes"], ""),
-                                     text_source=p.get("text_source"), role=p.get("role")))
-        else:
-            parts.append(ContentPart(p["type"], raw=p))
-    refs = tuple(Reference(r["rel"], r.get("memory_id"), r["record_id"])
-                 for r in data["references"])
-    return RecordBody(data["type"], data["title"], tuple(parts), data["attributes"], refs,
-                      data.get("valid_from"), data.get("valid_to"))
-
-
 def _thread(body: RecordBody | None) -> str | None:
     """The conversation a record belongs to (``attributes.session_id``), for ranking."""
     value = body.attributes.get("session_id") if body is not None else None
     return value[:200] if isinstance(value, str) else None
+
+
+def _head(row: RecordHead | None) -> history.Head | None:
+    return None if row is None else history.Head(row.id, row.memory_id, row.version, row.status,
+                                                 row.body_digest)
 
 
 class _Discard(Exception):
@@ -112,7 +95,7 @@ def _differences(before: dict[str, str], after: dict[str, str], cap: int = 50) -
 class Core:
     """Store, clock and caches shared by every operation."""
 
-    def __init__(self, store: SqliteStore, clock: Clock | None) -> None:
+    def __init__(self, store: Store, clock: Clock | None) -> None:
         self.store = store
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._last_us = 0
@@ -248,13 +231,17 @@ class Core:
                expected_head: str | bool | None = False) -> Changeset:
         """Append one changeset to ``ref_name`` with CAS and apply its projection.
 
-        Must run inside :meth:`SqliteStore.write`. ``expected_head=False`` means "the head read
-        in this transaction" (a direct write); otherwise it is compared with the current head.
-        Only ``refs/shared/main`` projects into records and the search index.
+        Must run inside :meth:`Store.write`. ``expected_head=False`` means "the head read in
+        this transaction" (a direct write); otherwise it is compared with the current head.
+        The memory's writers are serialised for the transaction and the ref moves by
+        compare-and-swap in the store, so a concurrent writer (another process on a server
+        database) can never fork the ref. Only ``refs/shared/main`` projects into records and
+        the search index.
         """
         if not ops:
             raise invalid("a changeset needs at least one op")
         now = self.now_iso()
+        self.store.lock_memory(memory_id)
         ref = self.store.ref(memory_id, ref_name)
         current = ref.head if ref else None
         if expected_head is not False:
@@ -263,8 +250,9 @@ class Core:
         cs = history.make_changeset(memory_id, ref_name, (current,) if current else (),
                                     author.grant_form, message, key, ops, now)
         self.store.insert_changeset(cs)
-        self.store.set_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
-                               author.grant_form, ref.created_at if ref else now, now))
+        self.store.advance_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
+                                   author.grant_form, ref.created_at if ref else now, now),
+                               expected=current)
         if ref_name == SHARED_MAIN:
             for op in cs.ops:
                 self.apply(cs, op)
@@ -272,22 +260,22 @@ class Core:
 
     def apply(self, cs: Changeset, op: Op) -> None:
         """Project one op of an accepted changeset (records, versions, edges, index)."""
-        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same steps
-            gitrecords.apply(self, cs, op)
+        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same record ops
+            for step in gitrecords.steps(self, cs, op):
+                if step.body is not None:
+                    self.seal(step.body)
+                self.apply(cs, step.op)
             return
         row = self.store.record_head(op.target or (op.payload or {}).get("record_id", ""))
         if row is None and op.op_type in ("forget_record", "erase_record"):
             return  # its record was made by an erased payload: nothing was projected
-        head = None if row is None else history.Head(row["id"], row["memory_id"],
-                                                     row["version"], row["status"],
-                                                     row["body_digest"])
-        eff = history.effects(cs, op, head)
+        eff = history.effects(cs, op, _head(row))
         if isinstance(eff, history.NewVersion):
             body = self._sealed.pop(eff.body_digest, None)
             if body is None:
                 stored = self.store.body(eff.body_digest)
                 if stored is not None and history.body_matches(eff.body_digest, stored):
-                    body = body_from_stored(load(stored))
+                    body = RecordBody.from_bytes(stored)
                 # else: erased later in history, or damaged: indexed as nothing
             extra: dict[str, Any] = {}
             if eff.on_behalf_of is not None:
@@ -303,8 +291,8 @@ class Core:
                 standing=bool(body and body.attributes.get("standing") is True),
                 fts_text=document_text(body.text) if body else "",
                 edges=[(r.record_id, r.rel) for r in body.references] if body else (),
-                existing=row["n"] if row is not None else None,
-                was_forgotten=row is not None and row["status"] == "forgotten",
+                existing=row.n if row is not None else None,
+                was_forgotten=row is not None and row.status == "forgotten",
                 thread=_thread(body), when=(body.valid_from if body else None) or eff.written_at)
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
@@ -365,11 +353,11 @@ class Core:
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()
         for row in self.store.versions(record_id):
-            if row["data"] is None:
+            if row.data is None:
                 continue
-            for p in load(row["data"])["content"]:
-                if p.get("type") == "file":
-                    out.add(p["file"]["id"])
+            for p in RecordBody.from_bytes(row.data).content:
+                if p.file is not None:
+                    out.add(p.file.id)
         return out
 
     def seal(self, body: RecordBody) -> str:
@@ -379,31 +367,49 @@ class Core:
         self._sealed[digest] = body  # the projection in this transaction needs no re-read
         return digest
 
+    # --- what the projection holds (gitrecords.Reader) -----------------------------------------
+    def head(self, record_id: str) -> history.Head | None:
+        """A record's current projected state."""
+        return _head(self.store.record_head(record_id))
+
+    def body(self, digest: str) -> RecordBody | None:
+        """A stored body that still matches its digest (``None``: erased or damaged)."""
+        sealed = self._sealed.get(digest)
+        if sealed is not None:
+            return sealed
+        data = self.store.body(digest)
+        if data is None or not history.body_matches(digest, data):
+            return None
+        return RecordBody.from_bytes(data)
+
+    def member(self, member_id: str) -> Member | None:
+        """A member (for ``written_by``)."""
+        return self.store.member(member_id)
+
     # --- rendering ------------------------------------------------------------------------
-    def version(self, row: sqlite3.Row, as_of: str | None = None) -> RecordVersion:
-        """A version row (joined with its body) as a :class:`RecordVersion`."""
-        if not isinstance(row["data"], bytes) \
-                or not history.body_matches(row["body_digest"], row["data"]):
+    def version(self, row: StoredVersion, as_of: str | None = None) -> RecordVersion:
+        """A stored version (with its body) as a :class:`RecordVersion`."""
+        if row.data is None or not history.body_matches(row.body_digest, row.data):
             raise unavailable("a record body is missing or fails its digest; run "
                               "pal admin rebuild or restore from a backup")
-        body = body_from_stored(load(row["data"]))
+        body = RecordBody.from_bytes(row.data)
         if as_of is not None:
-            status = "forgotten" if row["forgotten_at"] and row["forgotten_at"] <= as_of \
+            status = "forgotten" if row.forgotten_at and row.forgotten_at <= as_of \
                 else "active"
-        elif row["invalidated_at"]:
+        elif row.invalidated_at:
             status = "superseded"
-        elif row["forgotten_at"]:
+        elif row.forgotten_at:
             status = "forgotten"
         else:
             status = "active"
-        wb = load(row["written_by"])
-        extra = load(row["extra"])
-        v = int(row["version"])
+        wb = row.written_by
+        extra = row.extra
+        v = row.version
         return RecordVersion(
-            id=row["record_id"], memory_id=row["memory_id"], version=v, status=status,
-            supersedes=v - 1 if v > 1 else None, body=body, written_at=row["written_at"],
-            invalidated_at=row["invalidated_at"] or row["forgotten_at"],
-            written_by=history.principal_of(wb), changeset_id=row["changeset_id"],
+            id=row.record_id, memory_id=row.memory_id, version=v, status=status,
+            supersedes=v - 1 if v > 1 else None, body=body, written_at=row.written_at,
+            invalidated_at=row.invalidated_at or row.forgotten_at,
+            written_by=history.principal_of(wb), changeset_id=row.changeset_id,
             on_behalf_of=history.principal_of(extra["on_behalf_of"])
             if "on_behalf_of" in extra else None,
             consolidation_id=extra.get("consolidation_id"))
@@ -423,4 +429,4 @@ class Core:
         return rec.to_wire(refs)
 
 
-__all__ = ["Clock", "Core", "body_from_stored", "mint"]
+__all__ = ["Clock", "Core", "mint"]

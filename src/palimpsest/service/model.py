@@ -11,6 +11,7 @@ maps a code to its HTTP status.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -316,6 +317,32 @@ class RecordBody:
                 "attributes": dict(self.attributes),
                 "references": [r.to_wire() for r in self.references],
                 "valid_from": self.valid_from, "valid_to": self.valid_to}
+
+    @staticmethod
+    def from_bytes(data: bytes) -> RecordBody:
+        """A body from the canonical bytes this service stored (checked against their digest
+        by the caller; they were validated before they were first encoded)."""
+        return RecordBody.from_stored(json.loads(data))
+
+    @staticmethod
+    def from_stored(data: Any) -> RecordBody:
+        """A stored (already validated) body document back into a value."""
+        parts: list[ContentPart] = []
+        for p in data["content"]:
+            if p["type"] == "text":
+                parts.append(ContentPart("text", text=p.get("text", ""), role=p.get("role")))
+            elif p["type"] == "file":
+                f = p["file"]
+                parts.append(ContentPart("file", text=p.get("text"),
+                                         file=FileRef(f["id"], f["name"], f["media_type"],
+                                                      f["bytes"], ""),
+                                         text_source=p.get("text_source"), role=p.get("role")))
+            else:
+                parts.append(ContentPart(p["type"], raw=p))
+        refs = tuple(Reference(r["rel"], r.get("memory_id"), r["record_id"])
+                     for r in data["references"])
+        return RecordBody(data["type"], data["title"], tuple(parts), data["attributes"], refs,
+                          data.get("valid_from"), data.get("valid_to"))
 
     @property
     def text(self) -> str:

@@ -2,9 +2,11 @@
 
 When a changeset becomes reachable from ``refs/shared/main`` (a direct UHP write, or a reviewed
 merge), :meth:`palimpsest.service.core.Core.apply` projects each of its ops into records,
-versions and the search index. The service's own record ops are projected by ``core``; this
-module maps the eight Memory Git ops onto the same steps, so a merge changes what UHP get, list
-and recall return and ``rebuild`` re-derives both alike:
+versions and the search index. There is one projection: this module only says, as a pure
+function of the op and what the projection holds (:class:`Reader`), which record ops
+(``add_record``, ``revise_record``, ``forget_record``) an accepted Memory Git op amounts to, so
+a merge changes what UHP get, list and recall return through exactly the steps a direct write
+takes, and ``rebuild`` re-derives both alike:
 
 - ``add_memory``: a new record (id = the memory id), type ``fact`` for facts else ``note``;
 - ``correct_memory``, ``supersede_memory``: a new record for the result; the target record is
@@ -26,32 +28,52 @@ bodies made here are content-addressed like every other, so a rebuild makes the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from palimpsest.service import history
 from palimpsest.service.model import (
     Changeset,
     ContentPart,
+    Member,
     Op,
     Principal,
     RecordBody,
     Reference,
 )
-from palimpsest.service.storage.sqlite import load
-
-if TYPE_CHECKING:
-    from palimpsest.service.core import Core
 
 _ATTRIBUTES = ("kind", "scope", "visibility", "tags", "confidence", "fact_key", "subject",
                "approval")
+_MAKES = ("add_memory", "correct_memory", "supersede_memory")
+_REVISES = ("attach_evidence", "attach_verification", "propose_deprecation")
 
 
-def _writer(core: Core, cs: Changeset) -> dict[str, Any]:
+class Reader(Protocol):
+    """What the record projection holds, as the steps of one op need it."""
+
+    def head(self, record_id: str) -> history.Head | None:
+        """The record's current state (``None``: no such record)."""
+
+    def body(self, digest: str) -> RecordBody | None:
+        """A stored body that still matches its digest (``None``: erased or damaged)."""
+
+    def member(self, member_id: str) -> Member | None:
+        """A member, for a complete ``written_by``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One record op to project; ``body`` is new content its payload names by digest."""
+
+    op: Op
+    body: RecordBody | None = None
+
+
+def _writer(reader: Reader, cs: Changeset) -> dict[str, Any]:
     """``written_by`` of a merged record: the author of the changeset that made it, complete
     with the member's type, exactly as a direct write stamps it."""
     kind, _, ident = cs.author.partition(":")
-    member = core.store.member(ident) if kind == "member" and ident else None
+    member = reader.member(ident) if kind == "member" and ident else None
     if member is not None:
         who = member.principal
     elif kind in ("member", "group") and ident:
@@ -73,8 +95,69 @@ def _body(payload: dict[str, Any], memory_id: str) -> RecordBody:
         valid_from=payload.get("valid_from"), valid_to=payload.get("valid_to"))
 
 
-_MAKES = ("add_memory", "correct_memory", "supersede_memory")
-_REVISES = ("attach_evidence", "attach_verification", "propose_deprecation")
+def _sealed(body: RecordBody) -> str:
+    return history.seal_body(body)[0]
+
+
+def steps(reader: Reader, cs: Changeset, op: Op) -> list[Step]:
+    """The record ops one accepted Memory Git op amounts to (see the module docs)."""
+    if op.payload is None:  # erased: only what the op itself names still counts
+        return _forget(reader, cs, op.target) if op.op_type in _MAKES[1:] else []
+    payload = dict(op.payload)
+    if op.op_type == "add_memory" and op.result:
+        body = _body(payload, op.result)
+        return [Step(Op("add_record", None, {"record_id": op.result,
+                                             "body_digest": _sealed(body),
+                                             **_writer(reader, cs)}), body)]
+    if op.op_type in _MAKES[1:] and op.result:
+        target = reader.head(op.target or "")
+        made: RecordBody | None = None
+        if "content" in payload or target is None:
+            made = _body(payload, op.result)
+            digest = _sealed(made)
+        else:  # the corrected record keeps its target's words: the very same body
+            digest = target.body_digest
+        add = Step(Op("add_record", None, {"record_id": op.result, "body_digest": digest,
+                                           **_writer(reader, cs)}), made)
+        return [add, *_forget(reader, cs, op.target)]
+    if op.op_type == "mark_duplicate":
+        return _forget(reader, cs, payload.get("duplicate_id"))
+    if op.op_type == "add_relationship":
+        to = str(payload.get("to_memory_id", ""))
+        rel = str(payload.get("kind", ""))
+        return _revise(reader, cs, payload.get("from_memory_id"), lambda b: replace(
+            b, references=(*b.references, Reference(rel, cs.memory_id, to))))
+    if op.op_type in _REVISES[:2] and op.target:
+        name = "evidence" if op.op_type == "attach_evidence" else "verification"
+        item = {k: payload[k] for k in ("kind", "source", "note", "status") if k in payload}
+        return _revise(reader, cs, op.target, lambda b: replace(b, attributes={
+            **b.attributes, name: [*b.attributes.get(name, []), item]}))
+    if op.op_type == "propose_deprecation":
+        reason = payload.get("reason")
+        return _revise(reader, cs, op.target, lambda b: replace(b, attributes={
+            **b.attributes, "deprecation_proposed": reason}))
+    return []
+
+
+def _forget(reader: Reader, cs: Changeset, record_id: str | None) -> list[Step]:
+    head = reader.head(record_id or "")
+    if head is None or head.status != "active" or head.memory_id != cs.memory_id:
+        return []
+    return [Step(Op("forget_record", record_id, _writer(reader, cs)))]
+
+
+def _revise(reader: Reader, cs: Changeset, record_id: str | None,
+            change: Callable[[RecordBody], RecordBody]) -> list[Step]:
+    """A new version of an active record of this memory with ``change`` applied to its body."""
+    head = reader.head(record_id or "")
+    if head is None or head.status != "active" or head.memory_id != cs.memory_id:
+        return []  # not an accepted record here (e.g. erased): nothing to overlay
+    stored = reader.body(head.body_digest)
+    if stored is None:
+        return []  # erased or damaged bytes: never resurrect content
+    body = change(stored)
+    return [Step(Op("revise_record", record_id, {"body_digest": _sealed(body),
+                                                 **_writer(reader, cs)}), body)]
 
 
 def carriers(changesets: Iterable[Changeset], record_id: str) -> tuple[list[str], set[str],
@@ -117,64 +200,4 @@ def carriers(changesets: Iterable[Changeset], record_id: str) -> tuple[list[str]
     return list(found), names, borrowed
 
 
-def _forget(core: Core, cs: Changeset, record_id: str | None) -> None:
-    row = core.store.record_head(record_id or "")
-    if row is not None and row["status"] == "active" and row["memory_id"] == cs.memory_id:
-        core.apply(cs, Op("forget_record", record_id, _writer(core, cs)))
-
-
-def apply(core: Core, cs: Changeset, op: Op) -> None:
-    """Project one accepted Memory Git op (inside the caller's write transaction)."""
-    if op.payload is None:  # erased: only what the op itself names still counts
-        if op.op_type in ("correct_memory", "supersede_memory"):
-            _forget(core, cs, op.target)
-        return
-    payload = dict(op.payload)
-    if op.op_type == "add_memory" and op.result:
-        digest = core.seal(_body(payload, op.result))
-        core.apply(cs, Op("add_record", None, {"record_id": op.result, "body_digest": digest,
-                                               **_writer(core, cs)}))
-    elif op.op_type in ("correct_memory", "supersede_memory") and op.result:
-        target = core.store.record_head(op.target or "")
-        if "content" in payload or target is None:
-            digest = core.seal(_body(payload, op.result))
-        else:
-            digest = target["body_digest"]
-        core.apply(cs, Op("add_record", None, {"record_id": op.result, "body_digest": digest,
-                                               **_writer(core, cs)}))
-        _forget(core, cs, op.target)
-    elif op.op_type == "mark_duplicate":
-        _forget(core, cs, payload.get("duplicate_id"))
-    elif op.op_type == "add_relationship":
-        to = str(payload.get("to_memory_id", ""))
-        rel = str(payload.get("kind", ""))
-        _revise(core, cs, payload.get("from_memory_id"), lambda b: replace(
-            b, references=(*b.references, Reference(rel, cs.memory_id, to))))
-    elif op.op_type in ("attach_evidence", "attach_verification") and op.target:
-        name = "evidence" if op.op_type == "attach_evidence" else "verification"
-        item = {k: payload[k] for k in ("kind", "source", "note", "status") if k in payload}
-        _revise(core, cs, op.target, lambda b: replace(b, attributes={
-            **b.attributes, name: [*b.attributes.get(name, []), item]}))
-    elif op.op_type == "propose_deprecation":
-        reason = payload.get("reason")
-        _revise(core, cs, op.target, lambda b: replace(b, attributes={
-            **b.attributes, "deprecation_proposed": reason}))
-
-
-def _revise(core: Core, cs: Changeset, record_id: str | None,
-            change: Callable[[RecordBody], RecordBody]) -> None:
-    """A new version of an active record of this memory with ``change`` applied to its body."""
-    row = core.store.record_head(record_id or "")
-    if row is None or row["status"] != "active" or row["memory_id"] != cs.memory_id:
-        return  # not an accepted record here (e.g. erased): nothing to overlay
-    stored = core.store.body(row["body_digest"])
-    if stored is None or not history.body_matches(row["body_digest"], stored):
-        return  # erased or damaged bytes: never resurrect content
-    from palimpsest.service.core import body_from_stored  # noqa: PLC0415 (core imports us)
-
-    body = change(body_from_stored(load(stored)))
-    digest = core.seal(body)
-    core.apply(cs, Op("revise_record", record_id, {"body_digest": digest, **_writer(core, cs)}))
-
-
-__all__ = ["apply", "carriers"]
+__all__ = ["Reader", "Step", "carriers", "steps"]

@@ -135,7 +135,7 @@ def revert_consolidation(core: Core, caller: Caller, memory_id: str, run_id: str
         ops = []
         for ch in run["change_list"]:
             head = core.store.record_head(ch["record_id"])
-            if head is None or head["status"] != "forgotten":
+            if head is None or head.status != "forgotten":
                 continue
             rec = records._current(core, ch["record_id"], memory_id)
             ops.append(Op("revise_record", rec.id, {

@@ -30,11 +30,11 @@ def graph(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
         readable = set(reach)
         if around is not None:
             head = core.store.record_head(around)
-            if head is None or head["memory_id"] not in readable:
+            if head is None or head.memory_id not in readable:
                 raise record_not_found()
             start = [around]
         else:
-            start = [str(r["record_id"]) for r in core.store.current_rows(
+            start = [str(r.record_id) for r in core.store.current_rows(
                 core.store.newest_ns(reach, ("active",), limit))]
         nodes: dict[str, Wire] = {}
         edges: dict[tuple[str, str, str], Wire] = {}
@@ -47,10 +47,10 @@ def graph(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
                     truncated = True
                     break
                 head = core.store.record_head(rid)
-                if head is None or head["memory_id"] not in readable \
-                        or head["status"] != "active":
+                if head is None or head.memory_id not in readable \
+                        or head.status != "active":
                     continue
-                rec = records._current(core, rid, head["memory_id"])
+                rec = records._current(core, rid, head.memory_id)
                 if types is None or rec.body.type in types:
                     nodes[rid] = {"record": core.render(view, rec),
                                   "memory": {"id": rec.memory_id,
@@ -59,9 +59,9 @@ def graph(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
                 break
             nxt: list[str] = []
             for e in core.store.edges_touching(frontier):
-                if e["memory_id"] not in readable:
+                if e.memory_id not in readable:
                     continue  # an edge written in a memory the caller cannot read
-                src, dst = e["src"], e["dst"]
+                src, dst = e.src, e.dst
                 if src in frontier and dst not in seen:
                     nxt.append(dst)
                 elif dst in frontier and src not in seen:
@@ -70,16 +70,16 @@ def graph(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
             frontier = list(dict.fromkeys(nxt))
         # Edges among the nodes, and out of them into unreadable memories.
         for e in core.store.edges_touching(list(nodes)):
-            src, dst = e["src"], e["dst"]
-            if src not in nodes or e["memory_id"] not in readable:
+            src, dst = e.src, e.dst
+            if src not in nodes or e.memory_id not in readable:
                 continue
             tgt = core.store.record_head(dst)
-            tmem = tgt["memory_id"] if tgt is not None else None
+            tmem = tgt.memory_id if tgt is not None else None
             frm = {"memory_id": nodes[src]["memory"]["id"], "record_id": src}
             if tmem is not None and tmem in view.tree.nodes and view.can(tmem, "read"):
-                edges[(src, dst, e["rel"])] = {"from": frm, "to": {"memory_id": tmem,
+                edges[(src, dst, e.rel)] = {"from": frm, "to": {"memory_id": tmem,
                                                                    "record_id": dst},
-                                               "rel": e["rel"], "available": True}
+                                               "rel": e.rel, "available": True}
             else:
                 edges[(src, dst, "")] = {"from": frm, "to": {"record_id": dst},
                                          "available": False}

@@ -64,7 +64,7 @@ def get_job(core: Core, caller: Caller, memory_id: str, job_id: str) -> Wire:
         data = []
         for rid in job["record_ids"]:
             head = core.store.record_head(rid)
-            if head is not None and head["memory_id"] == memory_id:
+            if head is not None and head.memory_id == memory_id:
                 data.append(records._current_wire(core, view, rid))
         return {"object": "memory.job", "id": job["id"], "status": job["status"],
                 "error": job["error"], "data": data}

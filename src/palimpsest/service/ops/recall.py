@@ -26,7 +26,6 @@ from typing import Any, Final
 
 from palimpsest.search import rank
 from palimpsest.search.analyzer import analyze, query_terms
-from palimpsest.search.fts import match_terms
 from palimpsest.service import providers, wire
 from palimpsest.service.core import Core
 from palimpsest.service.model import Caller, RecordVersion, Wire
@@ -214,7 +213,7 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
     ns = ns[:SCAN_CAP]
     for start in range(0, len(ns), 200):
         rows = core.store.current_rows(ns[start:start + 200])
-        for row in sorted(rows, key=lambda r: -r["n"]):
+        for row in sorted(rows, key=lambda r: -(r.n or 0)):
             rec = core.version(row)
             if req.types is not None and rec.body.type not in req.types:
                 continue
@@ -231,8 +230,7 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
     dfs = core.term_docs(terms)
     kept, bounded = bounded_terms(terms, dfs)
-    match = match_terms(kept, "any")
-    if match is None:
+    if not kept:
         return [], False
     want = rank.candidate_limit(req.limit)
     cands: dict[str, rank.Candidate] = {}
@@ -240,12 +238,12 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
     scanned = 0
     exhausted = False
     while len(cands) < want and scanned < SCAN_CAP:
-        hits = core.store.search(match, reach, statuses, req.types, want, scanned,
+        hits = core.store.search(kept, reach, statuses, req.types, want, scanned,
                                  POSTINGS_BOUND if bounded else None)
         scanned += len(hits)
         if req.filters is not None:
             # Filters need the record itself; only then are candidates loaded before ranking.
-            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
+            rows = {r.n: r for r in core.store.current_rows([h[0] for h in hits])}
         for hit in hits:
             n, key = hit.n, str(hit.n)
             if req.filters is not None:
@@ -265,7 +263,7 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                          now=instant(core.now_ms()))
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
-        loaded[str(row["n"])] = core.version(row)
+        loaded[str(row.n)] = core.version(row)
     out: list[tuple[RecordVersion, float | None, bool]] = [
         (loaded[r.key], r.score, True) for r in ranked if r.key in loaded]
     return out, not exhausted and len(out) < req.limit

@@ -42,9 +42,9 @@ def _resolve_parts(core: Core, caller_id: str,
         row = core.store.file(d.file_id)
         if row is None:
             raise invalid("content names a file that was not uploaded (POST /v1/files)")
-        if not providers.keeps_media(row["media_type"]):
-            raise unsupported(f"the provider does not keep {row['media_type']} files")
-        ref = FileRef(row["id"], row["name"], row["media_type"], row["bytes"], row["sha256"])
+        if not providers.keeps_media(row.media_type):
+            raise unsupported(f"the provider does not keep {row.media_type} files")
+        ref = FileRef(row.id, row.name, row.media_type, row.bytes, row.sha256)
         out.append(ContentPart("file", text=d.part.text, file=ref,
                                text_source=d.part.text_source, role=d.part.role))
     return tuple(out)
@@ -93,9 +93,9 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
 
 def _current(core: Core, record_id: str, memory_id: str) -> RecordVersion:
     head = core.store.record_head(record_id)
-    if head is None or head["memory_id"] != memory_id:
+    if head is None or head.memory_id != memory_id:
         raise record_not_found()
-    row = core.store.version_row(record_id, head["version"])
+    row = core.store.version_row(record_id, head.version)
     if row is None:
         raise record_not_found()
     return core.version(row)
@@ -105,7 +105,7 @@ def _current_wire(core: Core, view: View, record_id: str) -> Wire:
     head = core.store.record_head(record_id)
     if head is None:
         raise record_not_found()
-    return core.render(view, _current(core, record_id, head["memory_id"]))
+    return core.render(view, _current(core, record_id, head.memory_id))
 
 
 def get_record(core: Core, caller: Caller, memory_id: str, record_id: str,
@@ -117,7 +117,7 @@ def get_record(core: Core, caller: Caller, memory_id: str, record_id: str,
         if at is None:
             return core.render(view, _current(core, record_id, memory_id))
         row = core.store.version_at(record_id, at)
-        if row is None or row["memory_id"] != memory_id:
+        if row is None or row.memory_id != memory_id:
             raise record_not_found()
         return core.render(view, core.version(row, as_of=at))
 
@@ -127,7 +127,7 @@ def record_history(core: Core, caller: Caller, memory_id: str, record_id: str) -
     with core.store.read():
         view, _ = core.resolve(caller, memory_id, "read")
         rows = core.store.versions(record_id)
-        if not rows or rows[0]["memory_id"] != memory_id:
+        if not rows or rows[0].memory_id != memory_id:
             raise record_not_found()
         return {"object": "list", "data": [core.render(view, core.version(r)) for r in rows]}
 
@@ -145,10 +145,10 @@ def record_content(core: Core, caller: Caller, memory_id: str, record_id: str,
         if part.type != "file" or part.file is None:
             raise record_not_found()
         row = core.store.file(part.file.id)
-        data = core.store.read_file_bytes(row["sha256"]) if row else None
+        data = core.store.read_file_bytes(row.sha256) if row else None
         if row is None or data is None:
             raise record_not_found()
-        return FileBytes(data, row["media_type"], row["name"])
+        return FileBytes(data, row.media_type, row.name)
 
 
 def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None, include: str,
@@ -172,7 +172,7 @@ def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None
             more = len(rows) > limit
             rows = rows[:limit]
             data = [core.render(view, core.version(r)) for r in rows]
-            nxt = str(rows[-1]["n"]) if more and rows else None
+            nxt = str(rows[-1].n) if more and rows else None
         else:
             offset = before or 0
             rows = core.store.list_at([memory_id], at, limit + 1 + 4 * limit, offset)
@@ -279,7 +279,7 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
         names: set[str] = set()
         for rid in rids:
             head = core.store.record_head(rid)
-            if head is None or head["memory_id"] != memory_id:
+            if head is None or head.memory_id != memory_id:
                 unreachable.append(rid)  # not held here: nothing this call can guarantee
                 continue
             ops.append(Op("erase_record", rid,

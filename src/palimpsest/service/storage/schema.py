@@ -10,10 +10,11 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
+from palimpsest.service.storage.rows import Hit
 
 # 2: one history — record bodies and Memory Git payloads content-addressed in ``bodies`` (no
 # salt), Memory Git payloads kept apart from changesets, one idempotency table.
@@ -102,17 +103,6 @@ def load(data: bytes | str) -> Any:
     (bodies were validated before they were encoded), and recall reads many of them.
     """
     return json.loads(data)
-
-
-class Hit(NamedTuple):
-    """One search candidate: row number, BM25 score (higher is better), the analysed text,
-    the conversation thread and the instant the record is about (for the re-ranker)."""
-
-    n: int
-    score: float
-    text: str
-    thread: str | None
-    when: str | None
 
 
 def priv_text(privs: Iterable[str]) -> str:

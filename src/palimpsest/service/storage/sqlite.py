@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.errors import Unavailable
+from palimpsest.errors import Conflict, Unavailable
+from palimpsest.search.fts import match_terms
 from palimpsest.service.model import (
+    CAS_MISMATCH,
     MEMORY_UNAVAILABLE,
     Changeset,
     Grant,
@@ -45,6 +47,7 @@ from palimpsest.service.model import (
 )
 from palimpsest.service.storage.files import FileRows
 from palimpsest.service.storage.principals import PrincipalRows
+from palimpsest.service.storage.rows import Edge, RecordHead, StoredVersion
 from palimpsest.service.storage.schema import (
     BM25,
     RANK,
@@ -327,12 +330,30 @@ class SqliteStore(PrincipalRows, FileRows):
                 out.append(ref)
         return out
 
-    def set_ref(self, ref: Ref) -> None:
-        """Create or move a ref (the caller has done the CAS check inside this transaction)."""
-        self._x("INSERT INTO refs VALUES (?,?,?,?,?,?,?) ON CONFLICT(memory_id, name) DO "
-                "UPDATE SET head=excluded.head, updated_at=excluded.updated_at",
-                (ref.memory_id, ref.name, ref.head, int(ref.protected), ref.created_by,
-                 ref.created_at, ref.updated_at))
+    def advance_ref(self, ref: Ref, *, expected: str | None) -> None:
+        """Compare-and-swap: point ``ref.name`` at ``ref.head`` only while it still holds
+        ``expected`` (``None``: the ref is new or has no head yet), else cas_mismatch and
+        nothing moves. The ref is created when it does not exist and nothing was expected."""
+        moved = self._x("UPDATE refs SET head=?, updated_at=? WHERE memory_id=? AND name=? AND "
+                        "head IS ?", (ref.head, ref.updated_at, ref.memory_id, ref.name,
+                                      expected))
+        if moved:
+            return
+        current = self.ref(ref.memory_id, ref.name)
+        if current is None and expected is None:
+            self._x("INSERT INTO refs VALUES (?,?,?,?,?,?,?)",
+                    (ref.memory_id, ref.name, ref.head, int(ref.protected), ref.created_by,
+                     ref.created_at, ref.updated_at))
+            return
+        held = current.head if current is not None else None
+        raise Conflict(f"{ref.name} moved: expected head {expected or 'none'}, current head "
+                       f"{held or 'none'}", code=CAS_MISMATCH,
+                       hint="re-read the ref and resubmit with a new idempotency key")
+
+    def lock_memory(self, memory_id: str) -> None:
+        """Serialise the writers of one memory until the write transaction ends. SQLite's
+        ``BEGIN IMMEDIATE`` already serialises every writer of the file, so there is nothing
+        more to take here; a server database takes a transaction-scoped advisory lock."""
 
     def insert_changeset(self, cs: Changeset) -> None:
         """Append an immutable changeset (ignored if the same id exists); the payloads it keeps
@@ -395,9 +416,11 @@ class SqliteStore(PrincipalRows, FileRows):
         return int(row["value"]) if row else 0
 
     # --- projection -----------------------------------------------------------------------
-    def record_head(self, record_id: str) -> sqlite3.Row | None:
-        """The current row of a record (``n, id, memory_id, version, status, …``)."""
-        return self._one("SELECT * FROM records WHERE id=?", (record_id,))
+    def record_head(self, record_id: str) -> RecordHead | None:
+        """The current state of a record, ``None`` when the projection holds none."""
+        r = self._one("SELECT n, id, memory_id, type, version, status, written_at, body_digest "
+                      "FROM records WHERE id=?", (record_id,))
+        return RecordHead(*tuple(r)) if r is not None else None
 
     def project_version(self, *, record_id: str, memory_id: str, version: int, type: str,
                         body_digest: str, written_at: str, written_by: str, extra: str,
@@ -463,10 +486,10 @@ class SqliteStore(PrincipalRows, FileRows):
         if head is None:
             return
         self._x("UPDATE versions SET forgotten_at=? WHERE record_id=? AND version=?",
-                (at, record_id, head["version"]))
-        self._x("UPDATE records SET status='forgotten' WHERE n=?", (head["n"],))
-        if head["status"] == "active":
-            self._count(head["memory_id"], -1)
+                (at, record_id, head.version))
+        self._x("UPDATE records SET status='forgotten' WHERE n=?", (head.n,))
+        if head.status == "active":
+            self._count(head.memory_id, -1)
 
     def project_erase(self, record_id: str) -> list[str]:
         """Remove every version, body and index entry; returns the file sha256s it named."""
@@ -480,10 +503,10 @@ class SqliteStore(PrincipalRows, FileRows):
         self._x("DELETE FROM versions WHERE record_id=?", (record_id,))
         self._x("DELETE FROM edges WHERE src=?", (record_id,))
         if head is not None:
-            if head["status"] == "active":
-                self._count(head["memory_id"], -1)
-            self._x("DELETE FROM record_fts WHERE rowid=?", (head["n"],))
-            self._x("DELETE FROM records WHERE n=?", (head["n"],))
+            if head.status == "active":
+                self._count(head.memory_id, -1)
+            self._x("DELETE FROM record_fts WHERE rowid=?", (head.n,))
+            self._x("DELETE FROM records WHERE n=?", (head.n,))
             # Episodes indexed with this record's words as context take the episode before
             # it instead, exactly as a rebuild (where this record is never an episode) does.
             for dep in self._q("SELECT n, memory_id, thread FROM records WHERE context_src=?",
@@ -535,46 +558,46 @@ class SqliteStore(PrincipalRows, FileRows):
         self._x("DELETE FROM memory_counts")
 
     # --- record reads ---------------------------------------------------------------------
-    def version_row(self, record_id: str, version: int) -> sqlite3.Row | None:
-        """One version row joined with its body."""
-        return self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
+    def version_row(self, record_id: str, version: int) -> StoredVersion | None:
+        """One version with its body."""
+        return _version_of(self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                          "b.digest=v.body_digest WHERE v.record_id=? AND v.version=?",
-                         (record_id, version))
+                         (record_id, version)))
 
-    def versions(self, record_id: str) -> list[sqlite3.Row]:
+    def versions(self, record_id: str) -> list[StoredVersion]:
         """Every version of a record, oldest first."""
-        return self._q("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
+        return _versions(self._q("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                        "b.digest=v.body_digest WHERE v.record_id=? ORDER BY v.version",
-                       (record_id,))
+                       (record_id,)))
 
-    def version_at(self, record_id: str, as_of: str) -> sqlite3.Row | None:
+    def version_at(self, record_id: str, as_of: str) -> StoredVersion | None:
         """The version current at ``as_of``."""
-        return self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
+        return _version_of(self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
                          "b.digest=v.body_digest WHERE v.record_id=? AND v.written_at<=? "
                          "AND (v.invalidated_at IS NULL OR v.invalidated_at>?) ",
-                         (record_id, as_of, as_of))
+                         (record_id, as_of, as_of)))
 
     def list_current(self, memory_id: str, statuses: Sequence[str], type: str | None,
-                     before: int | None, limit: int) -> list[sqlite3.Row]:
+                     before: int | None, limit: int) -> list[StoredVersion]:
         """Current records of one memory, newest first, keyset-paginated on ``n``."""
         marks = ",".join("?" * len(statuses))
         sql = (f"SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "  # noqa: S608
                f"v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
                f"b.digest=v.body_digest WHERE r.memory_id=? AND r.status IN ({marks}) "
                f"AND (? IS NULL OR r.type=?) AND (? IS NULL OR r.n<?) ORDER BY r.n DESC LIMIT ?")
-        return self._q(sql, (memory_id, *statuses, type, type, before, before, limit))
+        return _versions(self._q(sql, (memory_id, *statuses, type, type, before, before, limit)))
 
     def list_at(self, memory_ids: Sequence[str], as_of: str, limit: int,
-                offset: int = 0) -> list[sqlite3.Row]:
+                offset: int = 0) -> list[StoredVersion]:
         """Versions current at ``as_of`` across memories, newest first."""
         marks = ",".join("?" * len(memory_ids))
         sql = (f"SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "  # noqa: S608
                f"b.digest=v.body_digest WHERE v.memory_id IN ({marks}) AND v.written_at<=? "
                f"AND (v.invalidated_at IS NULL OR v.invalidated_at>?) "
                f"ORDER BY v.written_at DESC, v.record_id LIMIT ? OFFSET ?")
-        return self._q(sql, (*memory_ids, as_of, as_of, limit, offset))
+        return _versions(self._q(sql, (*memory_ids, as_of, as_of, limit, offset)))
 
-    def current_rows(self, ns: Sequence[int]) -> list[sqlite3.Row]:
+    def current_rows(self, ns: Sequence[int]) -> list[StoredVersion]:
         """Current versions of records by projection row number (order not kept)."""
         if not ns:
             return []
@@ -582,7 +605,7 @@ class SqliteStore(PrincipalRows, FileRows):
         sql = (f"SELECT r.n, r.status AS rstatus, v.*, b.data FROM records r "  # noqa: S608
                f"JOIN versions v ON v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b "
                f"ON b.digest=v.body_digest WHERE r.n IN ({marks})")
-        return self._q(sql, tuple(ns))
+        return _versions(self._q(sql, tuple(ns)))
 
     def newest_ns(self, memory_ids: Sequence[str], statuses: Sequence[str], limit: int
                   ) -> list[int]:
@@ -595,24 +618,29 @@ class SqliteStore(PrincipalRows, FileRows):
                f"ORDER BY n DESC LIMIT ?")
         return [r["n"] for r in self._q(sql, (*memory_ids, *statuses, limit))]
 
-    def standing_rows(self, memory_id: str) -> list[sqlite3.Row]:
+    def standing_rows(self, memory_id: str) -> list[StoredVersion]:
         """Active standing records of a memory, oldest first."""
-        return self._q("SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "
+        return _versions(self._q("SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "
                        "v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
                        "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
-                       "r.status='active' ORDER BY r.n", (memory_id,))
+                       "r.status='active' ORDER BY r.n", (memory_id,)))
 
-    def search(self, match: str, memory_ids: Sequence[str], statuses: Sequence[str],  # noqa: PLR0917
-               types: Sequence[str] | None, limit: int, offset: int = 0,
-               bound: int | None = None) -> list[Hit]:
-        """BM25 over the text index, restricted to records of ``memory_ids`` with a status in
-        ``statuses`` (and a type in ``types``): ``(row number, score, analysed text)``, best
-        first. With ``bound``, only the newest ``bound`` matches are ranked (terms too common
-        to rank every posting within the latency budget).
+    def search(self, terms: Sequence[str], memory_ids: Sequence[str],  # noqa: PLR0917
+               statuses: Sequence[str], types: Sequence[str] | None, limit: int,
+               offset: int = 0, bound: int | None = None) -> list[Hit]:
+        """Records of ``memory_ids`` holding any of the analysed ``terms``, with a status in
+        ``statuses`` (and a type in ``types``), scored by BM25, best first: ``Hit(row number,
+        score, analysed text, thread, when)``. With ``bound``, only the newest ``bound``
+        matches are scored (terms too common to score every posting within the latency
+        budget). The terms come from :mod:`palimpsest.search`; how they are matched is this
+        store's business (here a quoted FTS5 MATCH expression that can never inject syntax).
 
         The FTS index drives the join (CROSS JOIN fixes the order): reach never widens what is
         matched, it only drops rows, and no record outside the reach is ever returned.
         """
+        match = match_terms(list(terms), "any")
+        if match is None or not memory_ids:
+            return []
         m1 = ",".join("?" * len(memory_ids))
         m2 = ",".join("?" * len(statuses))
         where = (f"record_fts MATCH ? AND r.memory_id IN ({m1}) AND r.status IN ({m2})")
@@ -643,8 +671,11 @@ class SqliteStore(PrincipalRows, FileRows):
                            m["thread"] if m else None, m["when_at"] if m else None))
         return out
 
-    def term_docs(self, terms: Sequence[str]) -> dict[str, int]:
-        """How many indexed records hold each term (FTS5 vocabulary, all columns)."""
+    def term_docs(self, terms: Sequence[str],
+                  memory_ids: Sequence[str] | None = None) -> dict[str, int]:
+        """How many indexed records hold each term. ``memory_ids`` names the reach the counts
+        are for; this store answers store-wide counts from its FTS5 vocabulary (they only order
+        the terms a recall scores first), a server store may count within the reach."""
         out: dict[str, int] = {}
         for term in terms:
             r = self._one("SELECT doc FROM record_vocab WHERE term=?", (term,))
@@ -660,7 +691,7 @@ class SqliteStore(PrincipalRows, FileRows):
                 out[rid] = r["memory_id"]
         return out
 
-    def edges_touching(self, record_ids: Sequence[str]) -> list[sqlite3.Row]:
+    def edges_touching(self, record_ids: Sequence[str]) -> list[Edge]:
         """Edges whose source or target is one of ``record_ids`` (``src, dst, rel,
         memory_id`` = the source's memory)."""
         if not record_ids:
@@ -668,7 +699,7 @@ class SqliteStore(PrincipalRows, FileRows):
         marks = ",".join("?" * len(record_ids))
         sql = (f"SELECT DISTINCT src, dst, rel, memory_id FROM edges WHERE src IN ({marks}) "  # noqa: S608
                f"OR dst IN ({marks})")
-        return self._q(sql, (*record_ids, *record_ids))
+        return [Edge(*tuple(r)) for r in self._q(sql, (*record_ids, *record_ids))]
 
     def forget_responses(self, record_id: str) -> None:
         """Drop stored idempotent responses that name an erased record, whatever the route
@@ -684,6 +715,24 @@ class SqliteStore(PrincipalRows, FileRows):
         r = self._one("SELECT COUNT(*) AS c FROM record_fts")
         out["indexed"] = int(r["c"]) if r else 0
         return out
+
+
+def _version_of(r: sqlite3.Row | None) -> StoredVersion | None:
+    """A version row (joined with its body, perhaps with its record) as a value."""
+    if r is None:
+        return None
+    keys = r.keys()
+    data = r["data"]
+    return StoredVersion(
+        r["record_id"], r["memory_id"], int(r["version"]), r["body_digest"], r["written_at"],
+        r["invalidated_at"], r["forgotten_at"], load(r["written_by"]), load(r["extra"]),
+        r["changeset_id"],
+        data.encode("utf-8") if isinstance(data, str) else (bytes(data) if data else None),
+        int(r["n"]) if "n" in keys else None, r["rstatus"] if "rstatus" in keys else None)
+
+
+def _versions(rows: list[sqlite3.Row]) -> list[StoredVersion]:
+    return [v for v in map(_version_of, rows) if v is not None]
 
 
 __all__ = ["Hit", "SqliteStore", "hash_secret", "load"]
