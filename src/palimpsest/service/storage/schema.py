@@ -54,21 +54,19 @@ CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
   principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
   UNIQUE (memory_id, principal));
 CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, ref_name TEXT NOT NULL,
-  author TEXT NOT NULL, idempotency_key TEXT NOT NULL, created_at TEXT NOT NULL,
-  doc BLOB NOT NULL);
+  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, doc BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
 CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
   protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
   memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
   written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
   context_src TEXT, thread TEXT, when_at TEXT);
 CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
 CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
+CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, status) WHERE standing = 1;
 CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
   memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
   invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
