@@ -181,7 +181,8 @@ def test_a_store_of_another_schema_is_refused_with_the_command_that_converts_it(
         MemoryService(tmp_path)
     assert err.value.code == "memory_unavailable"
     assert f"schema {schema or 'none'}" in err.value.message
-    assert err.value.hint is not None and "pal admin migrate" in err.value.hint
+    assert err.value.hint is not None and "migrate" in err.value.hint
+    assert f"pal admin --data-dir {tmp_path} migrate" in err.value.hint
     assert (tmp_path / "palimpsest.db").read_bytes() == before  # never misread, never changed
 
 

@@ -261,6 +261,22 @@ def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: s
     _emit(made, as_json, lambda: [f"removed grant {grant_id}"])
 
 
+# --- migrate ---------------------------------------------------------------------------------
+
+
+@command.command("migrate")
+@_json_option
+@click.pass_context
+def migrate(ctx: click.Context, as_json: bool) -> None:
+    """Convert a data directory written by an older version (store schema 1) to one history;
+    the original database is kept beside it as palimpsest.schema1.db."""
+    from palimpsest.service.upgrade import migrate as run  # noqa: PLC0415 — rare command
+
+    directory: Path = (ctx.obj["data_dir"] or default_data_dir()).expanduser()
+    report = run(directory)
+    _emit(report, as_json, lambda: [f"{key}: {value}" for key, value in report.items()])
+
+
 # --- rebuild ---------------------------------------------------------------------------------
 
 

@@ -129,8 +129,8 @@ class SqliteStore(PrincipalRows, FileRows):
         if found != str(SCHEMA_VERSION):
             raise StoreVersionError(
                 f"the store in {data_dir} has schema {found}; this version reads schema "
-                f"{SCHEMA_VERSION}", hint=f"convert it with: pal admin migrate --data-dir "
-                f"{data_dir} (the original is kept beside it)")
+                f"{SCHEMA_VERSION}", hint=f"convert it with: pal admin --data-dir {data_dir} "
+                f"migrate (the original is kept beside it)")
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
@@ -706,6 +706,45 @@ class SqliteStore(PrincipalRows, FileRows):
         """Drop stored idempotent responses that name an erased record, whatever the route
         (a UHP write, a Memory Git commit or merge): they may carry its content."""
         self._x("DELETE FROM idempotency WHERE instr(response, ?) > 0", (record_id.encode(),))
+
+    # --- migration (pal admin migrate) ---------------------------------------------------------
+    _IMPORTABLE: Final = frozenset({"members", "groups", "memberships", "credentials",
+                                    "memories", "grants", "files", "mg_nonces", "mg_settings",
+                                    "docs", "mg_reviews", "mg_advances", "mg_manifests",
+                                    "mg_conflicts"})
+
+    def import_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+                    ) -> None:
+        """Carry rows of an older store over as they are (migration only)."""
+        if table not in self._IMPORTABLE or not all(c.isidentifier() for c in columns):
+            raise ValueError(f"not an importable table: {table}")
+        if not rows:
+            return
+        sql = (f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 — allowlisted
+               f"VALUES ({', '.join('?' * len(columns))})")
+        self._db.executemany(sql, [tuple(r) for r in rows])
+
+    def import_document(self, table: str, columns: Sequence[str], values: Sequence[Any],
+                        doc: Any) -> None:
+        """One JSON document row of an older store, its document rewritten (migration only)."""
+        text = canonical.encode(doc) if table == "docs" else canonical.encode(doc).decode()
+        self.import_rows(table, [*columns, "doc"], [[*values, text]])
+
+    def import_proposal(self, doc: Any, seq: int) -> None:
+        """A proposal of an older store (migration only); review sequence numbers continue
+        after the highest imported."""
+        self._x("INSERT INTO mg_proposals VALUES (?,?,?,?,?,?)",
+                (doc["proposal_id"], doc["project_id"], doc["originator_principal"],
+                 doc["status"], canonical.encode(doc).decode("utf-8"), seq))
+        for table in ("mg_proposals", "mg_reviews", "mg_advances", "mg_conflicts"):
+            self._x(f"UPDATE mg_seq SET value = MAX(value, (SELECT COALESCE(MAX(seq), 0) "  # noqa: S608
+                    f"FROM {table})) WHERE id = 1")
+
+    def import_ref(self, ref: Ref) -> None:
+        """A ref of an older store, its head already rewritten (migration only)."""
+        self._x("INSERT INTO refs VALUES (?,?,?,?,?,?,?)",
+                (ref.memory_id, ref.name, ref.head, int(ref.protected), ref.created_by,
+                 ref.created_at, ref.updated_at))
 
     def counts(self) -> dict[str, int]:
         """Row counts reported by a rebuild."""
