@@ -215,3 +215,16 @@ def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryServic
     assert svc.list_changesets(owner, mid)["data"] == []
     assert svc.list_records(owner, mid)["data"] == []
     assert svc.remember(owner, mid, {"content": "after"})["version"] == 1
+
+
+def test_a_replay_answers_the_first_response_after_the_record_moved_on(
+        svc: MemoryService, owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    first = svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once")
+    svc.revise(owner, mid, first["id"], {"content": "v2 words"})
+    assert svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once") == first
+    svc.forget(owner, mid, first["id"])
+    assert svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once") == first
+    # the stored answer is a reference into history, not a second copy of the words
+    row = svc._store._db.execute("SELECT response FROM idempotency WHERE key='once'").fetchone()
+    assert b"v1 words" not in bytes(row[0])

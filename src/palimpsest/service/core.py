@@ -195,13 +195,18 @@ class Core:
     def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
                    key: str | None, apply: Callable[[str], Wire],
                    check: Callable[[], None] | None = None, *,
-                   check_replays: bool = True) -> Wire:
+                   check_replays: bool = True,
+                   keep: tuple[Callable[[Wire], Wire], Callable[[Wire], Wire]] | None = None
+                   ) -> Wire:
         """Run ``apply(key)`` once per (caller, scope, key) inside one write transaction.
 
         ``check`` (access) runs first, so a replay never bypasses authorisation. A replay with
         the same request returns the stored response; another request under the key fails.
         ``check_replays=False`` (deleting a memory) lets the same caller's replay find its
         first answer although the memory is gone; keys are per caller, so nobody else can.
+        ``keep = (stored, answered)``: what to keep instead of the response (a reference to
+        what history already holds: no second copy of a record) and how to make the same
+        answer from it again.
         """
         given = wire.idempotency_key(key)
         # Without a client key nothing can ever replay, so nothing is looked up or kept.
@@ -215,13 +220,14 @@ class Core:
             if prior is not None:
                 history.check_replay(prior[0], digest)
                 stored: Wire = prior[1]
-                return stored
+                return keep[1](stored) if keep is not None else stored
             try:
                 response = apply(key)
             finally:
                 self._sealed.clear()
             if given:
-                self.store.remember_response(principal, scope, key, digest, response,
+                self.store.remember_response(principal, scope, key, digest,
+                                             keep[0](response) if keep else response,
                                              self.now_ms())
             return response
 

@@ -6,6 +6,8 @@ to the projection and the search index in the same transaction.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from palimpsest.errors import Forbidden
 from palimpsest.service import history, providers, wire
 from palimpsest.service.access import View
@@ -88,7 +90,19 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
                             on_behalf_of, consolidation_id)
         return core.render(views[-1], rec)  # the view this transaction checked access with
 
-    return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
+    def again(stored: Wire) -> Wire:
+        """The first answer once more: version 1 as it was written (history holds it)."""
+        if set(stored) != {"record"}:
+            return stored  # kept whole (a store migrated from an older version)
+        row = core.store.version_row(str(stored["record"]), 1)
+        if row is None:  # erased since (erase drops the reference too): nothing to answer
+            raise record_not_found()
+        first = replace(core.version(row), status="active", invalidated_at=None)
+        return core.render(views[-1] if views else core.view(caller), first)
+
+    # Kept for a replay: the record's id, not a second copy of what it says.
+    return core.idempotent(caller, memory_id, "remember", body, key, apply, check,
+                           keep=(lambda response: {"record": response["id"]}, again))
 
 
 def _current(core: Core, record_id: str, memory_id: str) -> RecordVersion:
