@@ -8,11 +8,10 @@ resolution).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from palimpsest import canonical
+from palimpsest.service import history
 from palimpsest.service.memorygit.ops import LOW_TRUST
 from palimpsest.service.memorygit.projection import Projection
 from palimpsest.service.model import Changeset
@@ -91,7 +90,7 @@ def conflict_id(project: str, base: str | None, left: str, right: str, *, kind: 
                 identity: str) -> str:
     """Deterministic id: SHA-256 over project, base, left, right, type and identity (§9)."""
     doc = [project, base or "", left, right, kind, identity]
-    return hashlib.sha256(canonical.encode(doc)).hexdigest()
+    return history.digest(doc)
 
 
 def detect(project: str, *, base_id: str | None, left_id: str, right_id: str,

@@ -359,16 +359,18 @@ class SqliteStore(PrincipalRows, FileRows):
         """Append an immutable changeset (ignored if the same id exists); the payloads it keeps
         apart go to ``bodies``, once each."""
         doc = cs.document()
-        del doc["changeset_id"], doc["integrity_digest"]  # both are the id column
+        # the id (twice), the memory and the format name are the row's own columns / constant
+        for name in ("changeset_id", "integrity_digest", "project_id", "schema_version"):
+            del doc[name]
         self._x("INSERT OR IGNORE INTO changesets (id, memory_id, doc) VALUES (?,?,?)",
                 (cs.id, cs.memory_id, canonical.encode(doc)))
         for op in cs.ops:
             if op.payload_digest is not None and op.payload is not None:
                 self.put_body(op.payload_digest, payload_bytes(op.payload))
 
-    def _changeset_of(self, cid: str, doc: bytes) -> Changeset:
+    def _changeset_of(self, cid: str, memory_id: str, doc: bytes) -> Changeset:
         data = load(doc)
-        data["changeset_id"] = cid
+        data["changeset_id"], data["project_id"] = cid, memory_id
         digests = [o["payload_digest"] for o in data["ops"] if "payload_digest" in o]
         payloads = {}
         for d in digests:
@@ -380,15 +382,15 @@ class SqliteStore(PrincipalRows, FileRows):
     def changeset(self, cid: str) -> Changeset | None:
         """A stored changeset with its payloads (an erased one's is ``None``); the caller
         verifies its digest."""
-        r = self._one("SELECT id, doc FROM changesets WHERE id=?", (cid,))
-        return self._changeset_of(r["id"], r["doc"]) if r is not None else None
+        r = self._one("SELECT id, memory_id, doc FROM changesets WHERE id=?", (cid,))
+        return self._changeset_of(r["id"], r["memory_id"], r["doc"]) if r is not None else None
 
     def changesets(self, memory_id: str | None = None) -> Iterator[Changeset]:
         """Every changeset in append order (a topological order), optionally of one memory."""
-        cur = self._db.execute("SELECT id, doc FROM changesets WHERE (? IS NULL OR memory_id=?) "
-                               "ORDER BY seq", (memory_id, memory_id))
+        cur = self._db.execute("SELECT id, memory_id, doc FROM changesets WHERE "
+                               "(? IS NULL OR memory_id=?) ORDER BY seq", (memory_id, memory_id))
         for r in cur.fetchall():
-            yield self._changeset_of(r["id"], r["doc"])
+            yield self._changeset_of(r["id"], r["memory_id"], r["doc"])
 
     # --- bodies ---------------------------------------------------------------------------
     def put_body(self, digest: str, data: bytes) -> None:
