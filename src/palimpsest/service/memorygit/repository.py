@@ -33,7 +33,7 @@ from palimpsest.service.memorygit import projection as gitproject
 from palimpsest.service.memorygit.ops import ChangesetRequest, assign_ids, parse_request
 from palimpsest.service.memorygit.projection import Projection
 from palimpsest.service.model import Changeset, Op
-from palimpsest.service.storage.memorygit import GitStore
+from palimpsest.service.storage.protocol import ReviewStore
 
 SHARED_MAIN = "refs/shared/main"
 _CACHED_CHANGESETS = 50_000  # verified, immutable changesets kept in memory
@@ -106,9 +106,9 @@ def may_create(principal: str, name: str) -> bool:
 
 
 class GitService:
-    """Memory Git over a :class:`GitStore`, an access check and a clock."""
+    """Memory Git over a :class:`ReviewStore`, an access check and a clock."""
 
-    def __init__(self, store: GitStore, access: Access, clock: Clock | None = None,
+    def __init__(self, store: ReviewStore, access: Access, clock: Clock | None = None,
                  projector: Projector | None = None) -> None:
         """Wire the service; ``clock`` returns epoch nanoseconds (tests pass a fake one).
 

@@ -310,4 +310,110 @@ class Store(Protocol):
 
 
 
-__all__ = ["Store"]
+
+class ReviewStore(Protocol):
+    """What Memory Git's review flow needs of a store: the same history (changesets and refs
+    of :class:`Store`) and its own tables — proposals, reviews, single-use merge nonces, the
+    advance ledger, manifests, conflicts, settings. The protected advance consumes the nonce,
+    moves the ref by CAS, records the advance and closes the proposal in one transaction."""
+
+    # --- transactions --------------------------------------------------------------------------
+    def transaction(self) -> AbstractContextManager[None]:
+        """One write transaction; Memory Git writes and record projection join it."""
+
+    # --- history -------------------------------------------------------------------------------
+    def changeset(self, changeset_id: str) -> Changeset | None:
+        """A stored changeset with its payloads (the caller verifies its digest)."""
+
+    def erase_generation(self) -> int:
+        """Bumped by every erase: caches of history must be dropped when it moves."""
+
+    def projects(self) -> list[str]:
+        """Every project with at least one ref."""
+
+    def ref(self, project: str, name: str) -> dict[str, Any] | None:
+        """One ref as a ``MemoryRef`` dict, or None."""
+
+    def refs(self, project: str) -> list[dict[str, Any]]:
+        """Every ref of a project, by name."""
+
+    def create_ref(self, project: str, name: str, head: str | None, *, protected: bool,
+                   created_by: str, now: str) -> dict[str, Any]:
+        """Create a ref; an existing name is a conflict."""
+
+    def commit(self, cs: Changeset, *, request_digest: str | None, advance: bool,
+               expected_head: str | None, create_ref: tuple[bool, str] | None,
+               now: str) -> None:
+        """Store a changeset and, when ``advance``, move its ref by CAS — atomically."""
+
+    def advance(self, project: str, name: str, expected: str | None, new: str,
+                now: str) -> None:
+        """CAS-advance an unprotected ref (protection is checked by the service)."""
+
+    def advance_protected(self, *, project: str, ref_name: str, expected: str, new: str,
+                          nonce: str, advance: dict[str, Any], proposal: dict[str, Any],
+                          now: str) -> None:
+        """Consume the nonce, CAS the protected ref, record the advance, close the proposal."""
+
+    # --- idempotency ---------------------------------------------------------------------------
+    def changeset_by_key(self, project: str, author: str, key: str) -> tuple[str, str] | None:
+        """``(changeset_id, request_digest)`` of a Memory Git commit under a key, if any."""
+
+    def proposal_by_key(self, project: str, originator: str, key: str) -> tuple[str, str] | None:
+        """``(proposal_id, request_digest)`` stored under an idempotency key, if any."""
+
+    def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
+        """``(request digest, stored response)`` of a write made under a header key."""
+
+    def remember_response(self, principal: str, scope: str, key: str, *, digest: str,
+                          response: Any, now_ms: int) -> None:
+        """Keep the response of a first write under its key (same table as UHP writes)."""
+
+    # --- proposals and reviews -----------------------------------------------------------------
+    def proposal(self, proposal_id: str) -> dict[str, Any] | None:
+        """A stored proposal document."""
+
+    def proposals(self, project: str, status: str | None) -> list[dict[str, Any]]:
+        """Proposals of a project, newest first."""
+
+    def put_proposal(self, doc: dict[str, Any], *, key: str | None,
+                     request_digest: str | None, conflicts: list[dict[str, Any]]) -> None:
+        """Insert or update a proposal (with its conflicts on first insert)."""
+
+    def reviews(self, proposal_id: str) -> list[dict[str, Any]]:
+        """Reviews of a proposal, oldest first."""
+
+    def put_review(self, review: dict[str, Any], proposal: dict[str, Any],
+                   expected_status: str) -> None:
+        """Store a review and the proposal's new state, if the proposal did not change."""
+
+    def nonce_consumed(self, nonce: str) -> bool:
+        """Whether a merge nonce has been used."""
+
+    # --- conflicts, manifests, settings --------------------------------------------------------
+    def conflicts(self, project: str, status: str | None, limit: int) -> list[dict[str, Any]]:
+        """Persisted conflicts, newest first."""
+
+    def add_conflicts(self, project: str, proposal_id: str,
+                      rows: list[dict[str, Any]]) -> None:
+        """Persist conflicts for a proposal (an id already stored for it is kept as is)."""
+
+    def set_conflict_status(self, project: str, conflict_id: str, *, proposal_id: str | None,
+                            status: str, note: str | None, now: str) -> int:
+        """Resolve or retire persisted conflicts; returns how many rows changed."""
+
+    def manifest(self, manifest_id: str) -> dict[str, Any] | None:
+        """A stored manifest."""
+
+    def put_manifest(self, doc: dict[str, Any]) -> None:
+        """Store a context manifest (immutable)."""
+
+    def settings(self, project: str) -> dict[str, Any]:
+        """Per-project Memory Git settings (``{}`` when never set)."""
+
+    def put_settings(self, project: str, doc: dict[str, Any]) -> None:
+        """Replace the settings of a project."""
+
+
+
+__all__ = ["ReviewStore", "Store"]
