@@ -70,7 +70,7 @@ CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, status) WHERE 
 CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
   memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
   invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version));
+  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
 CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
   memory_id TEXT NOT NULL);
@@ -87,7 +87,7 @@ CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, nam
 CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
 CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
   key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
-  PRIMARY KEY (principal, scope, key));
+  PRIMARY KEY (principal, scope, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
