@@ -25,7 +25,7 @@ from typing import Any
 
 from palimpsest import canonical
 from palimpsest.errors import InvalidInput
-from palimpsest.service.model import SCHEMA_VERSION, Op
+from palimpsest.service.model import SCHEMA_VERSION, Op, sort_keys
 from palimpsest.text import trim_space
 
 OP_TYPES = (
@@ -104,8 +104,8 @@ class ChangesetRequest:
         out.update({
             "message": self.message, "idempotency_key": self.idempotency_key,
             "ops": [_request_op(i, op) for i, op in enumerate(self.ops)],
-            "evidence": [_sorted(e) for e in self.evidence],
-            "verification": [_sorted(v) for v in self.verification],
+            "evidence": [sort_keys(e) for e in self.evidence],
+            "verification": [sort_keys(v) for v in self.verification],
             "expected_head": self.expected_head or "", "advance_ref": self.advance_ref,
             "create_ref_if_missing": self.create_ref_if_missing, "protected": self.protected,
         })
@@ -129,17 +129,8 @@ def _request_op(ordinal: int, op: Op) -> dict[str, Any]:
     if op.result:
         out["resulting_event_id"] = op.result
     if op.payload:
-        out["payload"] = _sorted(op.payload)
+        out["payload"] = sort_keys(op.payload)
     return out
-
-
-def _sorted(value: Any) -> Any:
-    """Recursively sort mapping keys (Go marshals maps in key order)."""
-    if isinstance(value, Mapping):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list | tuple):
-        return [_sorted(v) for v in value]
-    return value
 
 
 # --- boundary validation ---------------------------------------------------------------------
@@ -187,7 +178,7 @@ def _normalise_payload(op_type: str, payload: Any, where: str) -> dict[str, Any]
             out[key] = value
         else:
             out[key] = _string(value, name, MAX_LONG if key in _LONG_KEYS else MAX_STRING)
-    if len(canonical.encode(_sorted(out))) > MAX_PAYLOAD:
+    if len(canonical.encode(sort_keys(out))) > MAX_PAYLOAD:
         raise _bad(f"{where}.payload exceeds {MAX_PAYLOAD} bytes", code="too-large")
     return out
 
@@ -267,7 +258,7 @@ def _attachments(raw: Any, name: str) -> tuple[Mapping[str, Any], ...]:
     for item in raw:
         if not isinstance(item, dict) or not all(isinstance(v, str) for v in item.values()):
             raise _bad(f"{name} items must be objects of strings")
-        if len(canonical.encode(_sorted(item))) > MAX_LONG:
+        if len(canonical.encode(sort_keys(item))) > MAX_LONG:
             raise _bad(f"{name} item exceeds {MAX_LONG} bytes", code="too-large")
         out.append(dict(item))
     return tuple(out)
