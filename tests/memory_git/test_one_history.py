@@ -253,3 +253,30 @@ def test_erase_of_a_merged_record_leaves_no_byte_of_it_in_the_data_directory(
     assert out["erased"] == ["addr"] and out["unreachable"] == []
     world.svc.close()
     assert grep_data_dir(world.data, "Quokkafern", "Wexhollow") == []
+
+
+def test_erase_lists_a_record_whose_words_are_another_records_as_unreachable(
+        world: World) -> None:
+    # a correction that changes only the kind keeps the target's words: the very same body
+    world.bob_commit("c1", add("Lunch at 12", memory_id="lunch"),
+                     {"op_type": "correct_memory", "target_event_id": "lunch",
+                      "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
+    world.merge("p1")
+    got = world.svc.get_record(world.alice, world.mem, "lunch2")
+    assert got["content"][0]["text"] == "Lunch at 12"
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch2"]})
+    assert out["erased"] == [] and out["unreachable"] == ["lunch2"]
+    # the other record still reads its own words
+    history = world.svc.record_history(world.alice, world.mem, "lunch")["data"]
+    assert history[0]["content"][0]["text"] == "Lunch at 12"
+    assert_rebuild_equal(world)
+
+
+def test_a_diff_over_an_erased_op_says_so(world: World) -> None:
+    cs = world.bob_commit("c1", add(SECRET, memory_id="secret"))
+    world.merge("p1")
+    world.svc.erase(world.alice, world.mem, {"record_ids": ["secret"]})
+    diff = world.flow.diff(world.a, cs["changeset_id"], {})
+    assert [(e["memory_id"], e.get("erased")) for e in diff["memories_added"]] == [
+        ("secret", True)]
+    assert SECRET not in str(diff)
