@@ -156,9 +156,17 @@ class GitService:
         Raises:
             NotFound: no such changeset. Unavailable: the stored document fails its digest.
         """
+        self._fresh()
+        return self._load(changeset_id)
+
+    def _walker(self) -> Callable[[str], Changeset]:
+        """The loader of a walk over history: freshness checked once for the whole walk."""
+        self._fresh()
+        return self._load
+
+    def _load(self, changeset_id: str) -> Changeset:
         if not isinstance(changeset_id, str) or not 0 < len(changeset_id) <= 128:
             raise hidden("changeset")
-        self._fresh()
         with self._lock:
             hit = self._verified.get(changeset_id)
             if hit is not None:
@@ -210,7 +218,7 @@ class GitService:
 
     def ancestors(self, head: str | None) -> set[str]:
         """Every changeset id reachable from ``head`` (itself included)."""
-        return {cs.id for cs in gitproject.walk(head, self.load)}
+        return {cs.id for cs in gitproject.walk(head, self._walker())}
 
     def project(self, project: str, head: str | None) -> Projection:
         """The projection of ``head`` (a private copy the caller may change).
@@ -230,7 +238,7 @@ class GitService:
                 state = parent.copy()
                 gitproject.apply_changeset(state, cs)
             else:
-                state = gitproject.project_head(project, head, self.load)
+                state = gitproject.project_head(project, head, self._walker())
             self._remember(project, head, state)
         return state.copy()
 
@@ -241,7 +249,7 @@ class GitService:
         order: list[Changeset] = []
         seen: set[str] = set()
         for parent in parents:
-            for cs in gitproject.walk(parent, self.load):
+            for cs in gitproject.walk(parent, self._walker()):
                 if cs.id not in seen:
                     seen.add(cs.id)
                     order.append(cs)
@@ -426,7 +434,7 @@ class GitService:
         if not 1 <= limit <= 200:
             raise InvalidInput("limit must be between 1 and 200", code="invalid-limit")
         head = self.ref_or_404(project, check_ref_name(ref))["head_changeset_id"]
-        changes = list(reversed(gitproject.walk(head, self.load)))[:limit]
+        changes = list(reversed(gitproject.walk(head, self._walker())))[:limit]
         return {"changesets": [cs.to_wire() for cs in changes], "project": project,
                 "ref": ref}
 
@@ -486,14 +494,14 @@ class GitService:
     def merge_base(self, left: str | None, right: str) -> str | None:
         """The newest common ancestor (by walk order of ``right``)."""
         left_set = self.ancestors(left)
-        common = [cs.id for cs in gitproject.walk(right, self.load)
+        common = [cs.id for cs in gitproject.walk(right, self._walker())
                   if cs.id in left_set]
         return common[-1] if common else None
 
     def only_in(self, head: str, base: str | None) -> list[Changeset]:
         """Changesets reachable from ``head`` but not from ``base``, roots first."""
         skip = self.ancestors(base)
-        return [cs for cs in gitproject.walk(head, self.load) if cs.id not in skip]
+        return [cs for cs in gitproject.walk(head, self._walker()) if cs.id not in skip]
 
 
 __all__ = ["SHARED_MAIN", "Access", "GitService", "Projector", "check_ref_name", "hidden",
