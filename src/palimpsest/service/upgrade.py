@@ -35,7 +35,7 @@ from palimpsest.service.core import Core
 from palimpsest.service.memorygit.review import Proposal
 from palimpsest.service.model import CHANGESET_EXTRA, Changeset, Op, Ref, Wire
 from palimpsest.service.storage import schema1
-from palimpsest.service.storage.memorygit import GitStore
+from palimpsest.service.storage.memorygit import GitStore, changeset_key, proposal_key
 from palimpsest.service.storage.sqlite import SqliteStore
 
 KEPT = "palimpsest.schema1.db"
@@ -108,7 +108,7 @@ def _copy(old: schema1.Schema1, new: SqliteStore) -> int:
         new.import_proposal(moved, seq)
         if key:
             new.remember_response(doc["originator_principal"], doc["project_id"],
-                                  f"proposal:{key}", "", {"id": doc["proposal_id"]}, 0)
+                                  proposal_key(key), "", {"id": doc["proposal_id"]}, 0)
     for table, columns, column in schema1.DOCUMENTS:
         for values, document in old.documents(table, columns, column):
             new.import_document(table, columns, values, _swap(document, names))
@@ -116,7 +116,7 @@ def _copy(old: schema1.Schema1, new: SqliteStore) -> int:
         new.remember_response(principal, scope, key, digest, _swap(response, names), at)
     for project, author, key, cid in old.changeset_keys():
         # the old request digest is not comparable: a replay fails closed, never writes twice
-        new.remember_response(author, project, f"changeset:{key}", "",
+        new.remember_response(author, project, changeset_key(key), "",
                               {"id": names.get(cid, cid)}, 0)
     return count
 

@@ -2,8 +2,8 @@
 
 Changesets, refs and idempotency are the service's own tables (``changesets``, ``refs``,
 ``idempotency`` of :mod:`.sqlite`): one history per memory, whatever wrote it, and one table of
-idempotency keys (a Memory Git commit's key is ``changeset:<key>`` in its project's scope, a
-proposal's ``proposal:<key>``). Memory Git adds sibling tables for what only review needs —
+idempotency keys (a Memory Git commit's key is ``changeset <key>`` in its project's scope, a
+proposal's ``proposal <key>``). Memory Git adds sibling tables for what only review needs —
 proposals, reviews, single-use merge nonces, the protected-advance ledger, manifests, conflicts
 and review settings. Every write runs in :meth:`SqliteStore.write` (one ``BEGIN IMMEDIATE``;
 nested calls join the outer transaction), and compare-and-swap is re-checked *inside* it.
@@ -54,6 +54,17 @@ CREATE TABLE IF NOT EXISTS mg_settings (
 CREATE TABLE IF NOT EXISTS mg_seq (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER);
 INSERT OR IGNORE INTO mg_seq VALUES (1, 0);
 """
+
+
+def changeset_key(key: str) -> str:
+    """Where a Memory Git commit's in-body idempotency key lives in the one idempotency table
+    (a space: no ``Idempotency-Key`` header can name it, so no UHP key can collide)."""
+    return f"changeset {key}"
+
+
+def proposal_key(key: str) -> str:
+    """Where a proposal's in-body idempotency key lives (see :func:`changeset_key`)."""
+    return f"proposal {key}"
 
 
 def _dump(doc: Any) -> str:
@@ -116,7 +127,7 @@ class GitStore:
 
     def changeset_by_key(self, project: str, author: str, key: str) -> tuple[str, str] | None:
         """``(changeset_id, request_digest)`` of a Memory Git commit under a key, if any."""
-        return self._by_key(author, project, f"changeset:{key}")
+        return self._by_key(author, project, changeset_key(key))
 
     def projects(self) -> list[str]:
         """Every project with at least one ref."""
@@ -143,7 +154,7 @@ class GitStore:
 
     def proposal_by_key(self, project: str, originator: str, key: str) -> tuple[str, str] | None:
         """``(proposal_id, request_digest)`` stored under an idempotency key, if any."""
-        return self._by_key(originator, project, f"proposal:{key}")
+        return self._by_key(originator, project, proposal_key(key))
 
     def _claim(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
                object_id: str, now: str) -> None:
@@ -231,7 +242,7 @@ class GitStore:
                 if current != expected_head:
                     raise _cas(name, expected_head, current)
             if request_digest is not None:
-                self._claim(cs.author, project, f"changeset:{cs.idempotency_key}",
+                self._claim(cs.author, project, changeset_key(cs.idempotency_key),
                             request_digest, cs.id, now)
             self.store.insert_changeset(cs)
             if advance:
@@ -306,7 +317,7 @@ class GitStore:
                            (doc["status"], _dump(doc), doc["proposal_id"]))
                 return
             if key is not None and request_digest is not None:
-                self._claim(doc["originator_principal"], doc["project_id"], f"proposal:{key}",
+                self._claim(doc["originator_principal"], doc["project_id"], proposal_key(key),
                             request_digest, doc["proposal_id"], doc["created_at"])
             db.execute("INSERT INTO mg_proposals VALUES (?, ?, ?, ?, ?, ?)",
                        (doc["proposal_id"], doc["project_id"], doc["originator_principal"],
@@ -419,4 +430,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore"]
+__all__ = ["GitStore", "changeset_key", "proposal_key"]
