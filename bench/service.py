@@ -160,27 +160,40 @@ def storage_per_record(n: int, seed: int = 7) -> dict[str, Any]:
             for i, text in enumerate(texts):
                 svc.remember(caller, mid, {"content": text}, idempotency_key=f"store-{i}")
         full = _checkpointed(data_dir / "palimpsest.db")
-        bare_path = Path(tmp) / "bare" / "bare.db"
-        bare_path.parent.mkdir()
-        db = sqlite3.connect(bare_path)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
-        db.execute("CREATE VIRTUAL TABLE f USING fts5(text, content='t', content_rowid='id')")
-        db.commit()
-        db.close()
-        bare_empty = _checkpointed(bare_path)
-        db = sqlite3.connect(bare_path)
-        for text in texts:  # one transaction per record, as remember commits each
-            with db:
-                rowid = db.execute("INSERT INTO t (text) VALUES (?)", (text,)).lastrowid
-                db.execute("INSERT INTO f (rowid, text) VALUES (?, ?)", (rowid, text))
-        db.close()
-        bare_full = _checkpointed(bare_path)
+        bare = {name: _bare_bytes(Path(tmp) / name, texts, content)
+                for name, content in (("external", True), ("copy", False))}
     ours = (full - empty) / n
-    bare = (bare_full - bare_empty) / n
     return {"records": n, "text_bytes_mean": round(sum(len(x) for x in texts) / n),
-            "bytes_per_record_remember": round(ours), "bytes_per_record_bare_fts5": round(bare),
-            "ratio": round(ours / bare, 2), "target_ratio": 3}
+            "bytes_per_record_remember": round(ours),
+            # the strongest simple baseline: the texts once, an external-content FTS5 over them
+            "bytes_per_record_bare_fts5": round(bare["external"]),
+            "ratio": round(ours / bare["external"], 2),
+            # the plainer one: a table of the texts and an FTS5 table with its own copy
+            "bytes_per_record_table_plus_fts5_copy": round(bare["copy"]),
+            "ratio_to_table_plus_fts5_copy": round(ours / bare["copy"], 2),
+            "target_ratio": 3}
+
+
+def _bare_bytes(folder: Path, texts: list[str], external: bool) -> float:
+    """Bytes per text of one SQLite table of the texts with an FTS5 index, one transaction per
+    text as remember commits each (``external``: FTS5 reads the table, no second copy)."""
+    folder.mkdir()
+    path = folder / "bare.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    options = ", content='t', content_rowid='id'" if external else ""
+    db.execute(f"CREATE VIRTUAL TABLE f USING fts5(text{options})")
+    db.commit()
+    db.close()
+    empty = _checkpointed(path)
+    db = sqlite3.connect(path)
+    for text in texts:
+        with db:
+            rowid = db.execute("INSERT INTO t (text) VALUES (?)", (text,)).lastrowid
+            db.execute("INSERT INTO f (rowid, text) VALUES (?, ?)", (rowid, text))
+    db.close()
+    return (_checkpointed(path) - empty) / len(texts)
 
 
 def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
