@@ -19,6 +19,7 @@ import pytest
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import Caller
 
@@ -280,3 +281,23 @@ def test_a_diff_over_an_erased_op_says_so(world: World) -> None:
     assert [(e["memory_id"], e.get("erased")) for e in diff["memories_added"]] == [
         ("secret", True)]
     assert SECRET not in str(diff)
+
+
+def test_erase_of_a_record_that_came_through_a_reviewed_write(world: World) -> None:
+    ReviewedWrites(world.flow).put_settings(world.a, world.mem, {"review_required": True})
+    pending = world.svc.remember(world.bob, world.mem,
+                                 {"title": "Wexhollow", "content": SECRET,
+                                  "attributes": {"room": "Quokkafern hall"}},
+                                 idempotency_key="w1")
+    assert pending["object"] == "memory.pending_review"
+    world.flow.review(world.a, pending["proposal_id"], {"verdict": "approve"})
+    world.flow.merge(world.a, world.mem, world.flow.authorize(world.a, pending["proposal_id"],
+                                                              {}))
+    rid = pending["memory_id"]
+    assert world.svc.get_record(world.alice, world.mem, rid)["written_by"]["type"] == "agent"
+    assert_rebuild_equal(world)
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": [rid]})
+    assert out["erased"] == [rid] and out["unreachable"] == []
+    assert_rebuild_equal(world)
+    world.svc.close()
+    assert grep_data_dir(world.data, "Quokkafern", "Wexhollow") == []
