@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from palimpsest.errors import Conflict, Unavailable
+from palimpsest.errors import Conflict, InvalidInput, Unavailable
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.upgrade import KEPT, migrate
 
@@ -70,6 +70,20 @@ def test_a_second_migration_is_refused(old_dir: Path) -> None:
     with pytest.raises(Conflict) as err:
         migrate(old_dir)
     assert err.value.code == "migration_started"
+
+
+def test_a_current_store_or_no_store_is_left_alone(tmp_path: Path) -> None:
+    current = tmp_path / "current"
+    MemoryService(current).close()
+    before = (current / "palimpsest.db").read_bytes()
+    with pytest.raises(Unavailable) as err:
+        migrate(current)
+    assert "not a store of schema 1" in err.value.message
+    assert (current / "palimpsest.db").read_bytes() == before
+    assert sorted(p.name for p in current.iterdir()) == ["files", "palimpsest.db"]
+    with pytest.raises(InvalidInput):
+        migrate(tmp_path / "nowhere")
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_the_cli_migrates(old_dir: Path) -> None:

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from palimpsest.errors import Conflict
+from palimpsest.errors import Conflict, InvalidInput
 from palimpsest.service import history
 from palimpsest.service.core import Core
 from palimpsest.service.memorygit.review import Proposal
@@ -125,12 +125,16 @@ def migrate(data_dir: Path) -> Wire:
     """Convert ``data_dir`` from schema 1 to schema 2 (see the module docs).
 
     Raises:
+        InvalidInput: the directory holds no store at all.
         Conflict: a migration was already started here (its leftovers are named).
-        Unavailable: the directory holds no schema-1 store.
+        Unavailable: the store there is not of schema 1 (nothing is changed).
     """
     db_path = data_dir / "palimpsest.db"
     kept = data_dir / KEPT
     work = data_dir / WORK
+    if not db_path.is_file():
+        raise InvalidInput(f"there is no store in {data_dir}", code="no_store",
+                           hint="name the data directory with pal admin --data-dir DIR migrate")
     if kept.exists() or work.exists():
         raise Conflict(f"{kept.name} or {work.name}/ already exists in {data_dir}: a migration "
                        "was started here before", code="migration_started",

@@ -1,6 +1,6 @@
 """Reading a store of schema 1 (the two-models layout before one history), for
 ``pal admin migrate``: salted record bodies, Memory Git content inside changeset documents, the
-separate ``mg_requests`` table. The database is opened read-only; the conversion itself is
+separate ``mg_requests`` table. The database is only read; the conversion itself is
 :mod:`palimpsest.service.upgrade`, the writing of the new store :class:`.sqlite.SqliteStore`.
 """
 
@@ -43,13 +43,16 @@ class Schema1:
     """A schema-1 database, read-only."""
 
     def __init__(self, path: Path) -> None:
+        # Opened read-write but only ever read: a read-only connection to a WAL database
+        # would leave its -shm and -wal files behind.
         try:
-            self._db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self._db = sqlite3.connect(path)
             self._db.row_factory = sqlite3.Row
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.Error as exc:
             raise unavailable(f"cannot read the old store {path}: {exc}") from exc
         if row is None or row[0] != "1":
+            self._db.close()
             raise unavailable(f"{path} is not a store of schema 1; nothing to migrate")
 
     def close(self) -> None:
