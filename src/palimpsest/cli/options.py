@@ -18,9 +18,9 @@ the option's name, as the repository-memory groups do with ``--repo``) declares 
 ``expose_value=True`` and keeps doing so: a value given after the subcommand is written into
 that same ``ctx.obj`` entry. :func:`spread` copies a group's shared options onto every command
 below it when the command tree is loaded (``pal``'s lazy loader calls it), so a command added
-later follows the rule without doing anything. A command's own ``--json`` flag (the repository-memory
-commands declare one) is replaced by the shared one under the same parameter name, so its
-function keeps receiving ``as_json``.
+later follows the rule without doing anything. A command's own ``--json`` flag (the
+repository-memory commands declare one) is replaced by the shared one under the same
+parameter name, so its function keeps receiving ``as_json``.
 """
 
 from __future__ import annotations
