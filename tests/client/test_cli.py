@@ -102,7 +102,7 @@ def test_human_output_is_inert(live: World) -> None:
 
 
 def _run(live: World, *args: str, token: str | None = None) -> subprocess.CompletedProcess[str]:
-    server, members = live
+    server = live[0]
     env = {"PAL_URL": server.url, "PATH": "/usr/bin:/bin", "HOME": str(server.data_dir)}
     if token is not None:
         env["PAL_CREDENTIAL"] = token
