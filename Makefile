@@ -1,7 +1,7 @@
 # Two commands do all their own set-up on a fresh machine:
 #   make run   - set up and start the memory service on its embedded default store
 #   make test  - set up and run the whole test suite (lint, types, tests), installing
-#                Debian's postgresql package when it is missing (as root, e.g. in CI)
+#                Debian's postgresql and chromium packages when missing (as root, e.g. in CI)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +13,7 @@ BINDIR ?= $(HOME)/.local/bin
 HERMES_VENV ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest postgres install uninstall bench clean
+.PHONY: setup run test lint typecheck pytest debian-packages install uninstall bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,17 +37,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# The tests start throwaway PostgreSQL clusters (tests/pgcluster.py) from Debian's package.
-postgres:
-	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+# Debian packages the tests use: PostgreSQL for throwaway clusters (tests/pgcluster.py) and
+# chromium for the browser tests; installed with apt-get when missing (as root, e.g. in CI).
+DEBS_NEEDED = $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
+              $(if $(shell command -v chromium),,chromium)
+debian-packages:
+	@if [ -n "$(strip $(DEBS_NEEDED))" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS_NEEDED); \
 	  else \
-	    echo "PostgreSQL is missing: run 'sudo apt-get install -y postgresql', then make test" >&2; \
+	    echo "missing Debian packages: sudo apt-get install -y $(DEBS_NEEDED), then make test" >&2; \
 	    exit 1; \
-	  fi; }
+	  fi; \
+	fi
 
-pytest: $(STAMP) $(HERMES_STAMP) postgres
+pytest: $(STAMP) $(HERMES_STAMP) debian-packages
 	$(BIN)/pytest -q
 
 install: $(STAMP)
