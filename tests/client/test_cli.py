@@ -148,3 +148,11 @@ def test_url_before_or_after_the_subcommand(live: World, position: str) -> None:
                                 env={"PAL_CREDENTIAL": members["owner"].token,
                                      "PAL_URL": "http://127.0.0.1:9"})
     assert result.exit_code == 0, result.output
+
+
+def test_refusals_of_the_cli_itself_show_no_server_code(live: World) -> None:
+    m = _json(_pal(live, "memories", "create", "Kept", "--json"))["id"]
+    refused = _run(live, "memories", "delete", m, token=live[1]["owner"].token)
+    assert refused.returncode == 1
+    assert refused.stderr == ("pal: deleting removes the memory, its records and every memory "
+                              f"below it; run `pal memories delete {m} --yes`\n")

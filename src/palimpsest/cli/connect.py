@@ -23,7 +23,7 @@ import click
 
 from palimpsest import canonical
 from palimpsest.cli import options
-from palimpsest.client import DEFAULT_URL, Client, read_credential
+from palimpsest.client import ANSWERED, DEFAULT_URL, Client, read_credential
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.text import safe_text
 
@@ -52,12 +52,17 @@ def _commands(text: str) -> str:
 
 
 def for_terminal(exc: PalError) -> PalError:
-    """The same refusal (class and code), its code shown and its hint in ``pal`` terms."""
+    """The same refusal (class and code), its hint in ``pal`` terms; a refusal of the server
+    also shows the server's code."""
+    from_server = any(str(n).startswith(ANSWERED) for n in getattr(exc, "__notes__", ()))
     message = _commands(exc.message)
-    if exc.code and exc.code not in message and not exc.code.startswith("http-"):
+    if from_server and exc.code not in message and not exc.code.startswith("http-"):
         message = f"{message} ({exc.code})"
     hint = _HINTS.get(exc.code) or (_commands(exc.hint) if exc.hint else None)
-    return type(exc)(message, code=exc.code, hint=hint)
+    said = type(exc)(message, code=exc.code, hint=hint)
+    for note in getattr(exc, "__notes__", ()):
+        said.add_note(note)
+    return said
 
 
 class _Refusals:

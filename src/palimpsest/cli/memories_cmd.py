@@ -21,7 +21,8 @@ def _line(m: Any) -> str:
     records = m.get("records", {}).get("count", 0)
     children = m.get("children", {}).get("count", 0)
     return (f"{m['id']}  {m['name']}  [{' '.join(m.get('privileges', []))}]  "
-            f"{records} records, {children} children")
+            f"{records} record{'' if records == 1 else 's'}, "
+            f"{children} child{'' if children == 1 else 'ren'}")
 
 
 @click.group("memories", cls=connect.ClientGroup)

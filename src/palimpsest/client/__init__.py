@@ -7,7 +7,7 @@ records``, ``pal recall`` and ``pal memory-git`` are built on it.
 """
 
 from palimpsest.client.client import AsyncClient, Client, read_credential
-from palimpsest.client.transport import DEFAULT_URL
+from palimpsest.client.transport import ANSWERED, DEFAULT_URL
 from palimpsest.client.uhp import UNSET
 
-__all__ = ["DEFAULT_URL", "UNSET", "AsyncClient", "Client", "read_credential"]
+__all__ = ["ANSWERED", "DEFAULT_URL", "UNSET", "AsyncClient", "Client", "read_credential"]

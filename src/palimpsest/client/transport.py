@@ -10,7 +10,9 @@ A refusal becomes the project's error tree (:mod:`palimpsest.errors`), whichever
 error bodies the route uses: the UHP envelope ``{"error": {"code", "message", …}}`` or the
 ``{"error": "<code>", "message"}`` body of the ``/api/memory`` routes. The exception carries the
 server's code, its message and the hint (what to do next): the server writes ``reason; what to
-do``, and the client splits the two at the first ``"; "`` unless the body names a ``hint``.
+do``, and the client splits the two at the first ``"; "`` unless the body names a ``hint``. A
+note (PEP 678) on the exception records the HTTP status, so an error from the server can be
+told from one raised on this side.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 DEFAULT_URL: Final = "http://127.0.0.1:8765"
+ANSWERED: Final = "the server answered HTTP"  # the note on every refusal made from an answer
 NO_BODY: Final[Any] = object()
 Query = Mapping[str, str | int | bool | None]
 
@@ -112,7 +115,9 @@ def refusal(status: int, content: bytes) -> PalError:
         message, _, rest = message.partition("; ")
         hint = rest or None
     cls = next((c for span, c in _BY_STATUS if status in span), PalError)
-    return cls(message, code=code, hint=hint)
+    error = cls(message, code=code, hint=hint)
+    error.add_note(f"{ANSWERED} {status}")  # where it came from, for whoever shows it
+    return error
 
 
 def answer(response: httpx.Response, call: Call[T]) -> T:
@@ -213,5 +218,6 @@ class op(Generic[P, T]):
         return method
 
 
-__all__ = ["DEFAULT_URL", "NO_BODY", "Async", "AsyncTransport", "Call", "Namespace", "Sync",
-           "SyncTransport", "answer", "body_of", "op", "refusal", "segment", "unreachable"]
+__all__ = ["ANSWERED", "DEFAULT_URL", "NO_BODY", "Async", "AsyncTransport", "Call", "Namespace",
+           "Sync", "SyncTransport", "answer", "body_of", "op", "refusal", "segment",
+           "unreachable"]
