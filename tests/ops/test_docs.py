@@ -14,6 +14,7 @@ from tests.api.server import provision, start
 from tests.conftest import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
+SERVICE = REPO_ROOT / "docs" / "service.md"
 OPERATIONS = REPO_ROOT / "docs" / "operations.md"
 
 
@@ -26,6 +27,8 @@ def test_readme_examples_run(tmp_path: Path) -> None:
     shell = [b for b in _blocks(text, "sh") if b.startswith("TEAM=$(pal memories create")]
     python = [b for b in _blocks(text, "python") if "Client.from_env()" in b]
     assert len(shell) == 1 and len(python) == 1, "the README's examples moved"
+    service = [b for b in _blocks(SERVICE.read_text(), "python") if "AsyncClient" in b]
+    assert len(service) == 1, "the client example of docs/service.md moved"
     data_dir = tmp_path / "data"
     made = provision(data_dir, [])
     server = start(data_dir)
@@ -36,6 +39,8 @@ def test_readme_examples_run(tmp_path: Path) -> None:
                              text=True, env=env, timeout=180, check=False)
         py = subprocess.run([sys.executable, "-c", python[0]], capture_output=True, text=True,
                             env=env, timeout=120, check=False)
+        both = subprocess.run([sys.executable, "-c", service[0]], capture_output=True, text=True,
+                              env=env, timeout=120, check=False)
     finally:
         server.stop()
     assert cli.returncode == 0, cli.stdout[-3000:] + cli.stderr[-3000:]
@@ -43,6 +48,8 @@ def test_readme_examples_run(tmp_path: Path) -> None:
     assert "We ship on Thursdays." in cli.stdout and '"object": "list"' in cli.stdout
     assert py.returncode == 0, py.stderr[-3000:]
     assert py.stdout.strip().splitlines()[0] == "Team We ship on Thursdays."
+    assert both.returncode == 0, both.stderr[-3000:]
+    assert both.stdout == "Acme\nmemory_not_found\n1\n"
 
 
 def test_operations_configuration_sample_and_key_table(tmp_path: Path) -> None:
