@@ -172,7 +172,7 @@ def test_memory_git_flow_and_its_error_body(live: World, owner: Client) -> None:
                                                    "payload": {"content": "x"}}],
                                   expected_head=shared["head_changeset_id"],
                                   idempotency_key="c2")
-        assert stale.value.code == "cas_mismatch"  # the {"error","message"} body
+        assert stale.value.code == "cas-mismatch"  # the {"error","message"} body
         assert ada.memory_git.diff(made["changeset_id"])["memories_added"]
         proposal = ada.memory_git.propose(project, mine, idempotency_key="p1")
         with pytest.raises(Forbidden):

@@ -45,6 +45,9 @@ _HINTS = {
     "invalid_credential": "pass --credential-file FILE or set $PAL_CREDENTIAL; "
                           "`pal admin credential create MEMBER_ID` mints one",
 }
+# Memory Git (/api/memory) says the same refusals in its own kebab-case codes.
+_HINTS |= {"not-found": _HINTS["memory_not_found"], "forbidden": _HINTS["memory_forbidden"],
+           "invalid-credential": _HINTS["invalid_credential"]}
 
 
 def _commands(text: str) -> str:
