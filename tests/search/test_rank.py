@@ -84,3 +84,19 @@ def test_records_of_one_conversation_support_each_other() -> None:
     ]
     assert [r.key for r in rank.rerank("tea", attrs, limit=6)] == expected
 
+
+
+def test_a_correction_counts_less_than_a_word_typed_exactly() -> None:
+    # BM25 puts "fixed" (holding only a correction's term) above "exact" (holding the word as
+    # typed); the weights decide which of the two the question's coverage lifts over the other.
+    cands = [rank.Candidate("other", "over lakes", 1.2, analyzed="over lake"),
+             rank.Candidate("fixed", "paint over lakes", 1.1, analyzed="paint over lake"),
+             rank.Candidate("exact", "sunset over lakes", 1.0, analyzed="sunset over lake")]
+
+    def order(weights: dict[str, float]) -> list[str]:
+        keys = [r.key for r in rank.rerank("sunset paintt lakes", cands, limit=3,
+                                           weights=weights)]
+        return [k for k in keys if k != "other"]
+
+    assert order({"sunset": 1.0, "paintt": 1.0, "paint": 0.5, "lake": 1.0}) == ["exact", "fixed"]
+    assert order({"sunset": 0.5, "paint": 1.0, "lake": 1.0}) == ["fixed", "exact"]

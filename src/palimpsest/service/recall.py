@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.search.analyzer import analyze, query_terms
+from palimpsest.search.analyzer import analyze, query_words
 from palimpsest.service.model import Memory, RecordVersion, Wire
 from palimpsest.service.wire import AllOf, AnyOf, Cond, Filter, RecallRequest
 
@@ -56,10 +56,16 @@ def bounded_terms(terms: Sequence[str], dfs: Mapping[str, int]) -> tuple[list[st
     return kept, total > POSTINGS_BOUND
 
 
-def search_terms(req: RecallRequest) -> list[str]:
-    """Analysed words of the lexical search: ``text``, and ``query`` words as a fallback."""
+def search_words(req: RecallRequest) -> list[tuple[str, str]]:
+    """``(word, analysed term)`` pairs of the lexical search: ``text``, and ``query`` words as
+    a fallback."""
     raw = " ".join(x for x in (req.text, req.query) if x)
-    return query_terms(raw, limit=64)
+    return query_words(raw, limit=64)
+
+
+def search_terms(req: RecallRequest) -> list[str]:
+    """Analysed terms of the lexical search (those of :func:`search_words`)."""
+    return [term for _, term in search_words(req)]
 
 
 def instant(epoch_ms: int) -> datetime:

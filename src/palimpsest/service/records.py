@@ -7,7 +7,7 @@ to the projection and the search index in the same transaction.
 from __future__ import annotations
 
 from palimpsest.errors import Forbidden
-from palimpsest.search import rank
+from palimpsest.search import rank, spelling
 from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
 from palimpsest.service import recall as rc
@@ -389,8 +389,9 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
              statuses: tuple[str, ...]
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.term_docs(terms)
-    kept, bounded = rc.bounded_terms(terms, dfs)
+    expansion = spelling.expand(rc.search_words(req), lambda ts: core.term_docs(list(ts)))
+    dfs = expansion.df
+    kept, bounded = rc.bounded_terms(expansion.names(), dfs)
     match = match_terms(kept, "any")
     if match is None:
         return [], False
@@ -422,7 +423,7 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
             exhausted = True
             break
     ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=rc.instant(core.now_ms()))
+                         now=rc.instant(core.now_ms()), weights=expansion.weights())
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
         loaded[str(row["n"])] = core.version(row)
