@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from palimpsest.search import fts, rank
+from palimpsest.search import bm25, fts, rank
 
 TEXTS = {
     "r1": "We adopted a puppy named Max last spring",
@@ -100,3 +100,20 @@ def test_a_correction_counts_less_than_a_word_typed_exactly() -> None:
 
     assert order({"sunset": 1.0, "paintt": 1.0, "paint": 0.5, "lake": 1.0}) == ["exact", "fixed"]
     assert order({"sunset": 0.5, "paint": 1.0, "lake": 1.0}) == ["fixed", "exact"]
+
+
+def test_with_reach_statistics_the_bm25_order_is_computed_not_taken() -> None:
+    # Given scores (as store-wide FTS5 statistics might give) claim r1 is best for "max";
+    # statistics of the searched records make r2 (five times "max") the best.
+    cands = [rank.Candidate(c.key, c.text, 100.0 if c.key == "r1" else 1.0, analyzed=c.analyzed)
+             for c in candidates("max")]
+    assert {c.key for c in cands} == {"r1", "r2"}
+    stats = bm25.Statistics(4, 30, {"max": 2})
+    taken = rank.rerank("max", cands, limit=2)
+    ranked = rank.rerank("max", cands, limit=2, statistics=stats)
+    assert [r.key for r in taken] == ["r1", "r2"]
+    assert [r.key for r in ranked] == ["r2", "r1"]
+    docs = [bm25.Document(c.analyzed or "") for c in cands]
+    computed = dict(zip((c.key for c in cands), bm25.scores({"max": 1.0}, docs, stats),
+                        strict=True))
+    assert computed["r2"] > computed["r1"]

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from palimpsest.search import timeref
+from palimpsest.search import bm25, timeref
 from palimpsest.search.analyzer import analyze, query_terms
 from palimpsest.search.fusion import Signal, reciprocal_rank_fusion
 
@@ -56,6 +56,9 @@ class Candidate:
     thread: str | None = None
     """The conversation the record belongs to (an episode's ``attributes.session_id``, as the
     Hermes provider writes it); ``None`` falls back to ``attributes``."""
+    context: str | None = None
+    """The stored FTS context column (an episode's conversation context), for BM25 computed
+    from reach statistics (:mod:`palimpsest.search.bm25`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,29 +132,38 @@ def rerank(
     text: str | None = None,
     now: datetime | None = None,
     weights: Mapping[str, float] | None = None,
+    statistics: bm25.Statistics | None = None,
 ) -> list[Ranked]:
     """Order ``candidates`` for a recall with ``query`` and/or ``text``; at most ``limit``.
 
     ``weights`` are the analysed query terms with their weights (:mod:`spelling`: 1.0 as
     typed, less for a correction); without them the terms of ``query`` and ``text`` count 1.0
     each. ``now`` (timezone-aware) is the moment of the recall: relative periods in the
-    question are counted back from it; without it they are ignored (dates are not). Keys must
-    be unique. The result never contains a key that is not a candidate.
+    question are counted back from it; without it they are ignored (dates are not).
+
+    With ``statistics`` (counted over the records the recall searches, and only those) the
+    BM25 order is computed here from each candidate's analysed text and context
+    (:func:`bm25.scores`, weights applied) instead of taken from ``Candidate.lexical``, so the
+    order never depends on records outside the reach. Keys must be unique. The result never
+    contains a key that is not a candidate.
     """
     if not candidates or limit <= 0:
         return []
     name = "text" if text and not query else "query"
-    lexical = sorted(candidates, key=lambda c: (-c.lexical, c.key))
-    signals = [Signal(name, tuple(c.key for c in lexical))]
     asked = " ".join(x for x in (query, text) if x)
     if weights is None:
         weights = dict.fromkeys(query_terms(asked), 1.0)
+    if statistics is not None:
+        docs = [bm25.Document(_analysed(c), c.context or "") for c in candidates]
+        computed = bm25.scores(weights, docs, statistics)
+        candidates = [replace(c, lexical=v) for c, v in zip(candidates, computed, strict=True)]
+    lexical = sorted(candidates, key=lambda c: (-c.lexical, c.key))
+    signals = [Signal(name, tuple(c.key for c in lexical))]
     terms = list(weights)
     if terms:
         # Which query terms each candidate holds: substring tests on the space-padded analysed
         # text run in C (a CJK phrase term matches only as the phrase).
-        padded = [f" {c.analyzed if c.analyzed is not None else ' '.join(analyze(c.text))} "
-                  for c in candidates]
+        padded = [f" {_analysed(c)} " for c in candidates]
         bags = [{t for t in terms if f" {t} " in text} for text in padded]
         idf = _idf(terms, bags)
         if COVERAGE_WEIGHT:
@@ -168,6 +180,10 @@ def rerank(
     scores = _thread_support(keys, threads)
     order = sorted(range(len(keys)), key=lambda i: (-scores[i], i))[:limit]
     return [Ranked(keys[i], scores[i], (name,)) for i in order]
+
+
+def _analysed(c: Candidate) -> str:
+    return c.analyzed if c.analyzed is not None else " ".join(analyze(c.text))
 
 
 def _time_order(asked: str, now: datetime | None, candidates: Sequence[Candidate],
