@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import pytest
+
 from palimpsest.search import bm25, fts, rank
 
 TEXTS = {
@@ -84,6 +86,26 @@ def test_records_of_one_conversation_support_each_other() -> None:
     ]
     assert [r.key for r in rank.rerank("tea", attrs, limit=6)] == expected
 
+
+def test_the_records_beside_a_hit_in_its_conversation_rise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # "reply" was written right after the best hit "question" in the same conversation;
+    # "later" came further on (after a record that matched nothing) and matches the words a
+    # little better than the reply.
+    cands = [
+        rank.Candidate("question", "", 9.0, analyzed="adopt puppi", thread="s1"),
+        rank.Candidate("later", "", 2.9, analyzed="puppi", thread="s1", follows="unmatched"),
+        rank.Candidate("reply", "", 2.8, analyzed="puppi", thread="s1", follows="question"),
+        rank.Candidate("apart", "", 2.7, analyzed="puppi", thread="s2", follows="question"),
+    ]
+    ranked = [r.key for r in rank.rerank("adopt puppy", cands, limit=4)]
+    assert ranked.index("reply") < ranked.index("later")
+    # a link into another conversation is no neighbourhood
+    alone = [r.key for r in rank.rerank("adopt puppy", cands[3:] + cands[:1], limit=2)]
+    assert alone == ["question", "apart"]
+    monkeypatch.setattr(rank, "NEIGHBOUR_WEIGHT", 0.0)
+    without = [r.key for r in rank.rerank("adopt puppy", cands, limit=4)]
+    assert without.index("later") < without.index("reply")
 
 
 def test_a_correction_counts_less_than_a_word_typed_exactly() -> None:

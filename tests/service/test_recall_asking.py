@@ -61,3 +61,16 @@ def test_a_named_date_favours_what_was_written_then(svc: MemoryService,
     assert _texts(on_day)[0] == "Caroline painted a lake"
     in_month = svc.recall(owner, chat, {"query": "what did caroline paint in july", "limit": 2})
     assert _texts(in_month)[0] == "Caroline painted a sunset"
+
+
+def test_candidates_name_the_episode_before_them_in_their_conversation(
+        svc: MemoryService, owner: Caller) -> None:
+    chat = svc.create_memory(owner, {"name": "chat"})["id"]
+    svc.observe(owner, chat, {"episodes": [
+        {"content": "tea first", "attributes": {"session_id": "s-1"}},
+        {"content": "tea second", "attributes": {"session_id": "s-1"}},
+        {"content": "tea elsewhere", "attributes": {"session_id": "s-2"}}]})
+    hits = sorted(svc._store.search('"tea"', [chat], ("active",), None, 10))
+    first, second, elsewhere = hits
+    assert (first.follows, second.follows, elsewhere.follows) == (None, first.n, None)
+

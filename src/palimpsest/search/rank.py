@@ -1,24 +1,30 @@
 """The final ranking of recall: FTS5 candidates in, ordered results out.
 
 The service's storage layer runs the MATCH (see :mod:`palimpsest.search.fts`) and hands the
-top candidates here, each with its stored analysed text and FTS5 ``bm25()`` score. This module
+top candidates here, each with its stored analysed text and FTS5 ``bm25()`` score (or, with
+reach statistics, the score is computed here: :mod:`palimpsest.search.bm25`). This module
 adds what BM25 alone misses:
 
 1. BM25 order (the record's own words, plus an episode's context column; storage weights);
 2. coverage: the rarity-weighted share of the question's distinct terms a record holds, which
-   favours a record that answers the whole question over one that repeats one word;
-3. the two orders are fused by reciprocal rank fusion (:mod:`palimpsest.search.fusion`);
-4. a question that names a period ("two weeks ago", "last Saturday"; :mod:`timeref`) adds a
-   third order: the records whose time (``Candidate.when``) lies nearest that period, counted
+   favours a record that answers the whole question over one that repeats one word (each term
+   weighted: a spelling correction counts less than a word typed exactly);
+3. the orders are fused by reciprocal rank fusion (:mod:`palimpsest.search.fusion`);
+4. a question that names dates ("on 1 February, 2023", "in May") adds the order of the records
+   written then; one that names a relative period instead ("two weeks ago", "last Saturday";
+   :mod:`timeref`) adds the records whose time (``Candidate.when``) lies nearest it, counted
    back from the recall's ``now``;
 5. episodes of one conversation (``Candidate.thread``) then support each other: a session
-   with several matching turns rises above a lone match.
+   with several matching turns rises above a lone match, and the turns written just before
+   and just after a hit (``Candidate.follows``) rise with it.
 
 Weights were tuned on the development halves of LoCoMo and LongMemEval_S only
 (bench/quality.py; docs/benchmarks.md). Tried and left out: a term-proximity signal (lowered
-LoCoMo turn recall), propagating a turn's score to the next turn at query time (the context
-column does it better), a greedy novelty bonus for a conversation that adds question terms the
-results above it lack (dev: no gain in LongMemEval session recall_all@5, a small loss at 0.5).
+LoCoMo turn recall), a greedy novelty bonus for a conversation that adds question terms the
+results above it lack (dev: no gain in LongMemEval session recall_all@5, a small loss at 0.5),
+storing the next turn's words in an episode's context column too (dev LoCoMo turn
+recall_any@5 .724 → .722; the query-time neighbours of step 5 gave .731), BM25 ``k1`` 0.9 /
+1.6 and ``b`` 0.5 / 0.9 (within a question of the defaults).
 
 Pure: no SQL, no clock, no I/O.
 """
@@ -56,6 +62,9 @@ class Candidate:
     thread: str | None = None
     """The conversation the record belongs to (an episode's ``attributes.session_id``, as the
     Hermes provider writes it); ``None`` falls back to ``attributes``."""
+    follows: str | None = None
+    """The key of the record written just before this one in its conversation (an episode's
+    context source), if any: the two are neighbours."""
     context: str | None = None
     """The stored FTS context column (an episode's conversation context), for BM25 computed
     from reach statistics (:mod:`palimpsest.search.bm25`)."""
@@ -90,6 +99,10 @@ THREAD_K = 5.0
 THREAD_MATES = 2
 """How many of a record's best thread-mates support it."""
 THREAD_ATTRIBUTE = "session_id"
+NEIGHBOUR_WEIGHT = 0.2
+"""Share of the better neighbour's score a record receives (:func:`_neighbour_support`). Dev:
+LoCoMo turn recall_any@5 .724 → .731 (0.1: .725, 0.3: .729; neighbours two or more turns away
+added nothing); LongMemEval_S unchanged."""
 TIME_WEIGHT = 2.0
 """RRF weight of the "nearest the named period" order (dev, LongMemEval_S: session
 recall_all@5 .870 → .880, common recall_any@5 .978 → .987; 1.0 gave .875, 3.0 the same as 2.0;
@@ -178,6 +191,8 @@ def rerank(
         return [Ranked(f.key, f.score, (name,)) for f in fused[:limit]]
     keys = [f.key for f in fused]
     scores = _thread_support(keys, threads)
+    if NEIGHBOUR_WEIGHT:
+        scores = _neighbour_support(keys, scores, threads, candidates)
     order = sorted(range(len(keys)), key=lambda i: (-scores[i], i))[:limit]
     return [Ranked(keys[i], scores[i], (name,)) for i in order]
 
@@ -210,6 +225,24 @@ def _time_order(asked: str, now: datetime | None, candidates: Sequence[Candidate
                         key=lambda i: place[candidates[i].key])
         return tuple(candidates[i].key for i in ranked), weight
     return _order(candidates, close), weight
+
+
+def _neighbour_support(keys: Sequence[str], scores: Sequence[float], threads: Mapping[str, str],
+                       candidates: Sequence[Candidate]) -> list[float]:
+    """Context on both sides of a hit: a record gains :data:`NEIGHBOUR_WEIGHT` times the score
+    of the better of the records written just before and just after it in its conversation
+    (a question and its answer, an answer and what it refers to)."""
+    at = {key: i for i, key in enumerate(keys)}
+    sides: dict[int, list[int]] = {}
+    for c in candidates:
+        i, j = at.get(c.key), at.get(c.follows) if c.follows is not None else None
+        if i is None or j is None or threads.get(c.key) is None \
+                or threads.get(c.key) != threads.get(keys[j]):
+            continue
+        sides.setdefault(i, []).append(j)
+        sides.setdefault(j, []).append(i)
+    return [s + NEIGHBOUR_WEIGHT * max(scores[j] for j in sides[i]) if i in sides else s
+            for i, s in enumerate(scores)]
 
 
 def _threads(candidates: Sequence[Candidate]) -> dict[str, str]:

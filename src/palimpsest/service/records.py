@@ -418,7 +418,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                     continue
                 loaded[key] = rec
             cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
-                                        analyzed=hit.text, thread=hit.thread)
+                                        analyzed=hit.text, thread=hit.thread,
+                                        follows=None if hit.follows is None else str(hit.follows))
         if len(hits) < want or bounded:
             exhausted = True
             break
