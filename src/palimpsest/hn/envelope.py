@@ -515,7 +515,10 @@ def validate_record(record: Record) -> None:
 @lru_cache(maxsize=4096)
 def _key_actor(public_key: str) -> str:
     """Decode and check a public key once per distinct text (keys repeat along a stream)."""
-    raw_key = b64_nopad_decode(public_key, 32, "public key")
+    try:
+        raw_key = b64_nopad_decode(public_key, 32, "public key")
+    except InvalidInput as exc:  # one code for every envelope rule (decode_envelope's contract)
+        raise _bad("publicKey must be unpadded base64 of 32 bytes") from exc
     reason = weak_key_reason(raw_key)
     if reason is not None:
         raise _bad(reason, "weak-key")
