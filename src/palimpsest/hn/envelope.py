@@ -59,8 +59,9 @@ EVIDENCE = re.compile(
     r"git:(?:[0-9a-f]{40}|[0-9a-f]{64})|event:sha256:[0-9a-f]{64}|memory:sha256:[0-9a-f]{64}"
 )
 TOKEN = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
-_TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))"
+_TIMESTAMP = re.compile(  # ASCII: a str pattern's \d would also match "٢" or "２" (Go's does not)
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))",
+    re.ASCII,
 )
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
