@@ -101,6 +101,8 @@ def test_pattern_byte_limit_counts_utf8_bytes() -> None:
         (r"\Qa.b\E", FIXED_OVERHEAD + 3),
         (r"[a-z]\p{Han}\x{263a}.", FIXED_OVERHEAD + 4),
         ("a{,2}", FIXED_OVERHEAD + 5),  # not a repeat in Go: five literal runes
+        ("a{01}", FIXED_OVERHEAD + 5),  # leading zeros: literal text in Go and RE2
+        ("a{1,05}", FIXED_OVERHEAD + 7),
     ],
 )
 def test_estimate_model(pattern: str, estimate: int) -> None:
@@ -239,6 +241,13 @@ def test_perl_classes_are_ascii_like_go() -> None:
     assert _matches(r"\s", "\t")
     assert not _matches(r"\s", "\u00a0")
     assert not _matches(r"\bé", "é")  # \b is an ASCII word boundary
+
+
+def test_19_counts_with_leading_zeros_are_literal_text() -> None:
+    # Found by the regex fuzz target: the estimate read "{000,1000}" as a repeat of nothing and
+    # refused a pattern Go and RE2 both accept as literal braces.
+    assert _matches("(?i){000,1000}+$", "{000,1000}}")
+    assert _matches("^a{02}$", "a{02}") and not _matches("^a{02}$", "aa")
 
 
 def test_named_groups_in_both_spellings() -> None:

@@ -114,6 +114,8 @@ def _parse_counted(text: str, start: int) -> tuple[int, int | None, int] | None:
         return None
     if high_text and (not high_text.isascii() or not high_text.isdigit()):
         return None
+    if _leading_zero(low_text) or _leading_zero(high_text):
+        return None  # Go and RE2 read "{01}" as literal text, not a count
     # Over-long digit strings are refused before int() converts them.
     if len(low_text) > 4 or len(high_text) > 4:
         raise _invalid("invalid repeat count")
@@ -122,6 +124,10 @@ def _parse_counted(text: str, start: int) -> tuple[int, int | None, int] | None:
     if low > MAX_REPEAT or (high is not None and (high > MAX_REPEAT or high < low)):
         raise _invalid("invalid repeat count")
     return low, high, end + 1
+
+
+def _leading_zero(digits: str) -> bool:
+    return len(digits) > 1 and digits[0] == "0"
 
 
 def _skip_class(text: str, start: int) -> int:
