@@ -261,3 +261,12 @@ def test_any_byte_escape_refused_even_when_ignoring_case() -> None:
 def test_invalid_utf8_is_refused_before_length() -> None:
     error = _refused(b"\xff" * 10)
     assert error.code == "regex-invalid-utf8"
+
+
+def test_19_syntax_error_message_is_one_inert_line() -> None:
+    # Found by the regex fuzz target: RE2 quotes the bad part of the pattern, raw NUL and LF
+    # included, and the refusal carried them to terminals and MCP clients.
+    error = _refused(b"\\p{\n\x00\x1b[2J}")
+    assert error.code == "regex-invalid"
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in error.message)
+    assert "\\n" in error.message  # still says where it broke, as visible text

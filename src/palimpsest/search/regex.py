@@ -43,6 +43,7 @@ from typing import Any
 import re2
 
 from palimpsest.errors import InvalidInput
+from palimpsest.text import safe_line
 
 MAX_PATTERN_BYTES = 4096
 MAX_INSTRUCTIONS = 4096
@@ -51,6 +52,7 @@ FIXED_OVERHEAD = 4  # fail + capture 0 start + capture 0 end + match
 MAX_REPEAT = 1000  # Go and RE2 both refuse counted repetitions above 1000
 MAX_NESTING = 1000  # Go's nesting limit
 _RE2_MAX_MEM = 8 << 20  # bounds compilation of classes whose byte automata are large
+_MAX_REASON_CHARS = 200  # of RE2's message, which quotes the pattern
 
 _CAP = MAX_INSTRUCTIONS + 1  # sizes saturate here: we only need to know "too big"
 
@@ -318,6 +320,8 @@ def compile_pattern(raw: bytes, *, ignore_case: bool = False) -> CompiledPattern
     except re2.error as exc:
         message = exc.args[0] if exc.args else b""
         reason = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+        # RE2 quotes the offending part of the pattern: keep it readable, on one line, inert.
+        reason = safe_line(reason)[:_MAX_REASON_CHARS]
         if "too large" in reason:
             raise _too_complex("compiled program", None) from exc
         raise _invalid(reason) from exc
