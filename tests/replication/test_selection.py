@@ -127,6 +127,17 @@ def test_malformed_selection_files_refused(doc: bytes) -> None:
         decode_selection(doc, remote="origin")
 
 
+@pytest.mark.parametrize("value", [2**63, 10**20 - 1])
+def test_19_budget_beyond_go_int64_refused(value: int) -> None:
+    # Found by the selection fuzz target: 20-digit budgets were accepted and written back,
+    # and upstream cannot read such a file (its budgets are Go ints).
+    doc = b'{"version": 1, "remote": "origin", "all": true, "budgets": {"maxEvents": %d}}' % value
+    with pytest.raises(InvalidInput) as caught:
+        decode_selection(doc, remote="origin")
+    assert caught.value.code == "invalid-budget"
+    assert decode_selection(doc.replace(b"%d" % value, b"%d" % (2**63 - 1)), remote="origin")
+
+
 def test_save_and_load_round_trip_with_private_modes(tmp_path: Path) -> None:
     git_dir = tmp_path / "git"
     selection = build_selection("origin", memories=[ALICE_STREAM])
