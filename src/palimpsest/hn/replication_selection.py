@@ -251,7 +251,7 @@ def decode_selection(data: bytes, *, remote: str) -> Selection:
     allowed = {"version", "remote", "actors", "proposals", "memories", "all", "budgets"}
     unknown = sorted(set(doc) - allowed)
     if unknown:
-        raise InvalidInput(f"unknown selection field {unknown[0]}", code="bad-selection")
+        raise InvalidInput(f"unknown selection field {unknown[0][:64]!r}", code="bad-selection")
     if doc.get("version") != SELECTION_VERSION or isinstance(doc.get("version"), bool):
         raise InvalidInput("unsupported selection version", code="bad-selection")
     if doc.get("remote") != remote:
@@ -264,7 +264,7 @@ def decode_selection(data: bytes, *, remote: str) -> Selection:
         raise InvalidInput("selection field budgets must be an object", code="bad-selection")
     unknown = sorted(set(budgets_doc) - set(_BUDGET_KEYS))
     if unknown:
-        raise InvalidInput(f"unknown budget field {unknown[0]}", code="bad-selection")
+        raise InvalidInput(f"unknown budget field {unknown[0][:64]!r}", code="bad-selection")
     defaults = Budgets()
     budgets = Budgets(
         **{
