@@ -214,6 +214,10 @@ def test_connection_file_strict_json(tmp_path: Path) -> None:
     path.write_text(" " * (s.MAX_CONNECTION_BYTES + 1))
     with pytest.raises(ConfigError, match="larger"):
         s.load_settings({}, tmp_path)
+    # found by the hermes_connection fuzz target: a RecursionError escaped the ConfigError
+    path.write_text("[" * 5000)
+    with pytest.raises(ConfigError, match="nests too deeply"):
+        s.load_settings({}, tmp_path)
 
 
 def test_explicit_connection_file_must_be_absolute(tmp_path: Path) -> None:

@@ -207,9 +207,12 @@ def decode_json(data: bytes) -> Any:
 
     One parser for the connection file and the server's responses, standard library only.
     """
-    return json.loads(
-        data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
-    )
+    try:
+        return json.loads(
+            data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
+        )
+    except RecursionError as exc:  # deep nesting is bad input, like every other parse failure
+        raise ValueError("JSON nests too deeply") from exc
 
 
 def load_json_file(path: Path, limit: int) -> dict[str, Any]:
