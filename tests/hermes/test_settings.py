@@ -190,6 +190,8 @@ def test_managed_connection_file_is_reloaded_on_each_call(tmp_path: Path) -> Non
     ("doc", "message"),
     [
         ({"version": 2}, "version"),
+        ({"version": True}, "version"),  # True == 1 in Python (found by the fuzz target)
+        ({"version": 1.0}, "version"),
         ({"extra": 1}, "unknown key"),
         ({"memory_id": 5}, "memory_id"),
         ({"server_url": "http://evil.example"}, "https"),

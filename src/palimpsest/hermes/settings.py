@@ -275,7 +275,8 @@ def load_managed(path: Path, env: Mapping[str, str]) -> Settings:
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in the connection file {path}")
-    if doc.get("version") != CONNECTION_VERSION:
+    version = doc.get("version")
+    if type(version) is not int or version != CONNECTION_VERSION:  # not true, not 1.0
         raise ConfigError(f"the connection file {path} must have version {CONNECTION_VERSION}")
     for key in ("server_url", "credential_file", "memory_id"):
         if not isinstance(doc.get(key), str):
