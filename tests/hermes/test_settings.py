@@ -104,6 +104,7 @@ def test_url_origins_accepted(raw: str, expected: str) -> None:
         "http://127.0.0.1:99999",
         "127.0.0.1:9000",
         "http://127.0.0.1:9000\r\nX: y",
+        "https://memory.\udcffexample",  # undecodable environment bytes (os.environ)
     ],
 )
 def test_url_refused(raw: str) -> None:
@@ -113,7 +114,8 @@ def test_url_refused(raw: str) -> None:
 
 def test_memory_and_token_bounds() -> None:
     assert s.load_direct(_direct(MEMORY="m" * 256)).memory_id == "m" * 256
-    for bad_memory in ("", "  ", "m" * 257, "hmem\n_a"):
+    # a lone surrogate (found by the hermes_connection fuzz target) broke every request later
+    for bad_memory in ("", "  ", "m" * 257, "hmem\n_a", "hmem_\udcff", "\ud800"):
         with pytest.raises(ConfigError, match="PALIMPSEST_HERMES_MEMORY"):
             s.load_direct(_direct(MEMORY=bad_memory))
     assert s.load_direct(_direct(TOKEN="t" * 4096)).token == "t" * 4096

@@ -122,10 +122,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _unicode(text: str) -> bool:
+    """False for a lone surrogate (undecodable environment bytes, a JSON "\\ud800" escape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_url(raw: str | None) -> str:
     """Validate a server origin: http only on loopback, https elsewhere, no path or credentials."""
     text = (raw or "").strip() or DEFAULT_URL
-    if _CONTROL_RE.search(text) or " " in text:
+    if _CONTROL_RE.search(text) or " " in text or not _unicode(text):
         raise ConfigError(f"{env_name('URL')} must be an origin such as {DEFAULT_URL}")
     try:
         parts = urlsplit(text)
@@ -150,7 +159,7 @@ def parse_memory_id(raw: str | None, source: str) -> str:
     text = (raw or "").strip()
     if not text:
         raise ConfigError(f"{source} is required: the memory to recall from")
-    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text):
+    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text) or not _unicode(text):
         raise ConfigError(f"{source} must be at most {MAX_ID_CHARS} printable characters")
     return text
 
