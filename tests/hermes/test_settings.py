@@ -224,6 +224,19 @@ def test_connection_file_strict_json(tmp_path: Path) -> None:
         s.load_settings({}, tmp_path)
 
 
+@pytest.mark.parametrize("suffix", ["\x00", "\x1b[2J", "\n"])
+def test_19_control_characters_in_file_paths_refused(tmp_path: Path, suffix: str) -> None:
+    # Found by the hermes_connection fuzz target: a JSON "\u0000" in credential_file made
+    # stat() raise ValueError past ConfigError; other controls were echoed into the message.
+    _connection(tmp_path, credential_file=str(tmp_path / f"agent{suffix}.cred"))
+    with pytest.raises(ConfigError, match="control characters") as caught:
+        s.load_settings({}, tmp_path)
+    assert suffix not in str(caught.value)
+    env = {"PALIMPSEST_HERMES_CONNECTION_FILE": str(tmp_path / f"c{suffix}.json")}
+    with pytest.raises(ConfigError, match="control characters"):
+        s.load_settings(env, tmp_path)
+
+
 def test_explicit_connection_file_must_be_absolute(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="absolute"):
         s.load_settings({"PALIMPSEST_HERMES_CONNECTION_FILE": "conn.json"}, tmp_path)

@@ -176,6 +176,8 @@ def parse_token(raw: str | None, source: str) -> str:
 
 def read_credential_file(path_text: str) -> str:
     """Read a credential file that must be a regular file readable by its owner only (0600)."""
+    if _CONTROL_RE.search(path_text):  # a NUL cannot even be stat()ed; none may reach a message
+        raise ConfigError("the credential file path must not hold control characters")
     path = Path(path_text)
     if not path.is_absolute():
         raise ConfigError("the credential file path must be absolute")
@@ -246,6 +248,8 @@ def connection_path(env: Mapping[str, str], plugin_dir: Path) -> Path | None:
     """The managed connection file: the explicit variable, else a sibling ``connection.json``."""
     explicit = env.get(env_name("CONNECTION_FILE"), "").strip()
     if explicit:
+        if _CONTROL_RE.search(explicit):
+            raise ConfigError(f"{env_name('CONNECTION_FILE')} must not hold control characters")
         path = Path(explicit)
         if not path.is_absolute():
             raise ConfigError(f"{env_name('CONNECTION_FILE')} must be an absolute path")
