@@ -87,8 +87,8 @@ def _check_rules(data: bytes, env: Envelope) -> None:
     check(match, f"a malformed timestamp was accepted: {env.timestamp!r}")
     assert match is not None
     year, month, day, hour, minute, second = (int(g) for g in match.groups()[:6])
-    try:
-        datetime.datetime(year, month, day, hour, minute, second)
+    try:  # Go (and RFC 3339) allow year 0000, a leap year like 400; datetime starts at 1
+        datetime.datetime(year or 400, month, day, hour, minute, second)
     except ValueError as exc:
         raise Finding(f"an impossible timestamp was accepted: {env.timestamp!r}") from exc
     for item in env.evidence:

@@ -15,8 +15,8 @@ Oracle, each rule checked against an independent statement of it:
 - ``word_tokens`` are non-empty runs of letters and numbers, lower-cased; ``lexical_tokens`` are
   their sorted unique set;
 - ``safe_text`` leaves no control character but LF and TAB and no non-ASCII format, separator,
-  surrogate, private-use or unassigned code point; ``safe_line`` leaves neither LF nor TAB; the
-  visible letters of the input survive in order.
+  surrogate, private-use or unassigned code point and is idempotent; ``safe_line`` leaves
+  neither LF nor TAB; the visible letters of the input survive in order.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ def one_input(data: bytes) -> None:
         category = unicodedata.category(char)
         check(category != "Cc" or char in "\n\t", f"safe_text let {char!r} through")
         check(char.isascii() or category not in _HIDDEN, f"safe_text let {char!r} through")
+    check(safe_text(shown) == shown, "safe_text is not idempotent")
     line = _call(safe_line, text)
     check("\n" not in line and "\t" not in line, "safe_line kept a line break or tab")
     visible = [c for c in text if unicodedata.category(c)[0] in "LN"]
