@@ -237,6 +237,18 @@ def test_19_control_characters_in_file_paths_refused(tmp_path: Path, suffix: str
         s.load_settings(env, tmp_path)
 
 
+def test_19_credential_path_that_is_no_file_name_refused(tmp_path: Path) -> None:
+    # Found by the hermes_connection fuzz target: a JSON "\ud800" in credential_file made
+    # stat() raise UnicodeEncodeError past ConfigError.
+    _connection(tmp_path, credential_file=str(tmp_path / "agent\ud800.cred"))
+    with pytest.raises(ConfigError, match="not a valid file name"):
+        s.load_settings({}, tmp_path)
+    # undecodable environment bytes (surrogateescape) are a file name like any other
+    token = _credential(tmp_path / os.fsdecode(b"agent\xff.cred"))
+    env = {"PALIMPSEST_HERMES_MEMORY": "hmem_a", "PALIMPSEST_HERMES_TOKEN_FILE": str(token)}
+    assert s.load_direct(env).token == "tok-file"
+
+
 def test_explicit_connection_file_must_be_absolute(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="absolute"):
         s.load_settings({"PALIMPSEST_HERMES_CONNECTION_FILE": "conn.json"}, tmp_path)

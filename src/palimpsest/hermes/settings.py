@@ -178,6 +178,10 @@ def read_credential_file(path_text: str) -> str:
     """Read a credential file that must be a regular file readable by its owner only (0600)."""
     if _CONTROL_RE.search(path_text):  # a NUL cannot even be stat()ed; none may reach a message
         raise ConfigError("the credential file path must not hold control characters")
+    try:
+        os.fsencode(path_text)  # a JSON "\\ud800" is no file name (undecodable bytes from the
+    except UnicodeEncodeError as exc:  # environment, "\\udcff", still are)
+        raise ConfigError("the credential file path is not a valid file name") from exc
     path = Path(path_text)
     if not path.is_absolute():
         raise ConfigError("the credential file path must be absolute")
