@@ -116,7 +116,7 @@ TARGET = Target(
     refusals=ADVERTISEMENT_REFUSALS,
     seeds=seeds,
     classes=("C14", "E20", "B7"),
-    runs=20_000,
+    runs=10_000,
     summary="remote advertisement (ls-remote), memory ref grammar, remote names",
     dictionary=(b"refs/hn/memory/", b"refs/hn/remotes/", b"/memory/", b".lock", b"..", b"@{",
                 A.encode(), S.encode(), OID.encode(), b"\t"),

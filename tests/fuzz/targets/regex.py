@@ -107,7 +107,7 @@ TARGET = Target(
     refusals=COMPILE_REFUSALS,
     seeds=seeds,
     classes=("A2", "E21"),
-    runs=2_500,
+    runs=1_500,
     summary="grep patterns: UTF-8, length, expansion estimate, RE2 compile, program size, work",
     dictionary=(b"{1000}", b"{999,1000}", b"{0,}", b"(?:", b"(?P<", b"(?<", b"\\p{L}", b"\\pN",
                 b"[[:^alpha:]]", b"\\Q", b"\\E", b"\\x{", b"(?i)", b"(?s)", b"(?m)", b"\\C"),
