@@ -13,7 +13,7 @@ BINDIR ?= $(HOME)/.local/bin
 HERMES_VENV ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest debian-packages install uninstall bench clean
+.PHONY: setup run test lint typecheck pytest debian-packages install uninstall bench fuzz clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -68,5 +68,11 @@ test: lint typecheck pytest
 bench: $(STAMP)
 	$(BIN)/python bench/repo_memory.py
 
+# Long fuzzing (make test runs every target for a bounded number of iterations): every target
+# for FUZZ_SECONDS each, one after another; corpus and findings stay in .fuzz/<target>/.
+FUZZ_SECONDS ?= 300
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz run --all --seconds $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(VENV) $(HERMES_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(HERMES_VENV) build src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .fuzz

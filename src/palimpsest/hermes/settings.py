@@ -126,10 +126,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _unicode(text: str) -> bool:
+    """False for a lone surrogate (undecodable environment bytes, a JSON "\\ud800" escape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_url(raw: str | None) -> str:
     """Validate a server origin: http only on loopback, https elsewhere, no path or credentials."""
     text = (raw or "").strip() or DEFAULT_URL
-    if _CONTROL_RE.search(text) or " " in text:
+    if _CONTROL_RE.search(text) or " " in text or not _unicode(text):
         raise ConfigError(f"{env_name('URL')} must be an origin such as {DEFAULT_URL}")
     try:
         parts = urlsplit(text)
@@ -154,7 +163,7 @@ def parse_memory_id(raw: str | None, source: str) -> str:
     text = (raw or "").strip()
     if not text:
         raise ConfigError(f"{source} is required: the memory to recall from")
-    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text):
+    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text) or not _unicode(text):
         raise ConfigError(f"{source} must be at most {MAX_ID_CHARS} printable characters")
     return text
 
@@ -171,6 +180,12 @@ def parse_token(raw: str | None, source: str) -> str:
 
 def read_credential_file(path_text: str) -> str:
     """Read a credential file that must be a regular file readable by its owner only (0600)."""
+    if _CONTROL_RE.search(path_text):  # a NUL cannot even be stat()ed; none may reach a message
+        raise ConfigError("the credential file path must not hold control characters")
+    try:
+        os.fsencode(path_text)  # a JSON "\\ud800" is no file name (undecodable bytes from the
+    except UnicodeEncodeError as exc:  # environment, "\\udcff", still are)
+        raise ConfigError("the credential file path is not a valid file name") from exc
     path = Path(path_text)
     if not path.is_absolute():
         raise ConfigError("the credential file path must be absolute")
@@ -211,9 +226,12 @@ def decode_json(data: bytes) -> Any:
 
     One parser for the connection file and the server's responses, standard library only.
     """
-    return json.loads(
-        data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
-    )
+    try:
+        return json.loads(
+            data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
+        )
+    except RecursionError as exc:  # deep nesting is bad input, like every other parse failure
+        raise ValueError("JSON nests too deeply") from exc
 
 
 def load_json_file(path: Path, limit: int) -> dict[str, Any]:
@@ -238,6 +256,8 @@ def connection_path(env: Mapping[str, str], plugin_dir: Path) -> Path | None:
     """The managed connection file: the explicit variable, else a sibling ``connection.json``."""
     explicit = env.get(env_name("CONNECTION_FILE"), "").strip()
     if explicit:
+        if _CONTROL_RE.search(explicit):
+            raise ConfigError(f"{env_name('CONNECTION_FILE')} must not hold control characters")
         path = Path(explicit)
         if not path.is_absolute():
             raise ConfigError(f"{env_name('CONNECTION_FILE')} must be an absolute path")
@@ -277,7 +297,8 @@ def load_managed(path: Path, env: Mapping[str, str]) -> Settings:
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in the connection file {path}")
-    if doc.get("version") != CONNECTION_VERSION:
+    version = doc.get("version")
+    if type(version) is not int or version != CONNECTION_VERSION:  # not true, not 1.0
         raise ConfigError(f"the connection file {path} must have version {CONNECTION_VERSION}")
     for key in ("server_url", "credential_file", "memory_id"):
         if not isinstance(doc.get(key), str):
