@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 HERMES_VENV ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest bench clean
+.PHONY: setup browser run test lint typecheck pytest bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,19 @@ $(HERMES_STAMP):
 	$(HERMES_VENV)/bin/pip install --quiet hermes-agent==0.19.0
 	touch $(HERMES_STAMP)
 
-setup: $(STAMP) $(HERMES_STAMP)
+# Debian's chromium and its driver for the review desk's browser tests (tests/ui); a test tool's
+# own browser download does not work here. Installed with apt-get when missing (root only).
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends chromium chromium-driver fonts-dejavu-core >/dev/null; \
+	  else \
+	    echo "tests/ui need Debian's chromium and chromium-driver: sudo apt-get install chromium chromium-driver" >&2; \
+	  fi; \
+	fi
+
+setup: $(STAMP) $(HERMES_STAMP) browser
 
 run: $(STAMP)
 	$(BIN)/pal serve
@@ -34,7 +46,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-pytest: $(STAMP) $(HERMES_STAMP)
+pytest: $(STAMP) $(HERMES_STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest

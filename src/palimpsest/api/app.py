@@ -34,6 +34,7 @@ from palimpsest.errors import PalError
 from palimpsest.mcp.http import mount_mcp
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.ui import create_desk
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,9 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    # The review desk: cookie sessions instead of bearer headers (the guard's session_prefix),
+    # the same service, Memory Git flow and service thread as every route.
+    app.mount(config.guard.session_prefix, create_desk(svc, app.state.memory_git, run.run))
     mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
