@@ -149,8 +149,7 @@ def _version(request: Request, name: str, numbers: list[int], default: int) -> i
 
 def _diffable(version: Wire) -> dict[str, Any]:
     """The fields of one version that a reader compares, by name."""
-    out: dict[str, Any] = {"title": version.get("title"), "type": version.get("type"),
-                           "status": version.get("status")}
+    out: dict[str, Any] = {"title": version.get("title"), "type": version.get("type")}
     for i, part in enumerate(version.get("content", [])):
         if part.get("type") == "text":
             out[f"content[{i}]"] = part.get("text", "")

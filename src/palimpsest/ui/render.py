@@ -13,7 +13,7 @@ marked safe (a test checks the templates). Links are built only from server ids 
 :func:`href`, percent-encoded under ``/ui/``, so no author string becomes a URL scheme.
 
 Every response carries a Content-Security-Policy without inline script or style (there is no
-script at all), ``frame-ancestors 'none'``, ``nosniff``, no referrer and no caching.
+script at all), ``frame-ancestors 'none'``, ``nosniff``, no referrer to other origins and no caching.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 
 from palimpsest.text import safe_line, safe_text
 
@@ -33,7 +34,7 @@ SECURITY_HEADERS = {
     "content-security-policy": CSP,
     "x-content-type-options": "nosniff",
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    "referrer-policy": "same-origin",
     "cache-control": "no-store",
     "cross-origin-opener-policy": "same-origin",
     "cross-origin-resource-policy": "same-origin",
@@ -52,7 +53,10 @@ def href(*parts: str, **query: Any) -> str:
 
 
 def _finalize(value: Any) -> Any:
-    return safe_text(value) if isinstance(value, str) else value
+    # Markup here is a macro's output, already built from finalized and escaped values.
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return safe_text(value)
 
 
 def _when(value: Any) -> str:
