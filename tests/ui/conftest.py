@@ -134,10 +134,12 @@ def page_state(driver: WebDriver) -> dict[str, Any]:
     """What a hostile text would change if it ran or took shape on the page."""
     result: dict[str, Any] = driver.execute_script("""
       const bad = Array.from(document.querySelectorAll(
-          'script, img, svg, iframe, object, embed, form:not([action^="/ui/"]), link:not([href^="/ui/static/"]), meta[http-equiv], style, base'));
+          'script, img, svg, iframe, object, embed, form:not([action^="/ui/"]), '
+          + 'link:not([href^="/ui/static/"]), meta[http-equiv], style, base'));
       const handlers = Array.from(document.querySelectorAll('*')).filter(
           el => Array.from(el.attributes).some(a => a.name.toLowerCase().startsWith('on')));
-      const links = Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))
+      const links = Array.from(document.querySelectorAll('a[href]'))
+          .map(a => a.getAttribute('href'))
           .filter(h => !(h.startsWith('/ui/') || h === '#content'));
       return {pwned: window.__pwned === undefined ? null : String(window.__pwned),
               elements: bad.map(e => e.outerHTML.slice(0, 80)),

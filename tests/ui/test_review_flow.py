@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import httpx
 from selenium.common.exceptions import NoAlertPresentException
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -249,3 +250,33 @@ def test_a_wrong_credential_is_refused(browser: WebDriver, world: World) -> None
     navigates(browser, browser.find_element(By.ID, "sign-in"))
     assert _text(browser, "problem") == "the credential is unknown or revoked"
     assert browser.get_cookie("pal_desk") is None
+
+
+def test_keyboard_alone_signs_in_and_reaches_the_content(browser: WebDriver,
+                                                         world: World) -> None:
+    browser.delete_all_cookies()
+    browser.get(world.server.url + "/ui/sign-in")
+
+    def focused() -> str:
+        return str(browser.execute_script(
+            "const e = document.activeElement; return e.id || e.textContent.trim();"))
+
+    keys = ActionChains(browser)
+    keys.send_keys(Keys.TAB).perform()
+    assert focused() == "Skip to content"
+    seen = []
+    for _ in range(6):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        seen.append(focused())
+        if seen[-1] == "credential":
+            break
+    assert seen[-1] == "credential", seen
+    ActionChains(browser).send_keys(world.members["carol"].token).perform()
+    page = browser.find_element(By.ID, "credential")
+    navigates(browser, page, Keys.ENTER)
+    assert "carol" in _text(browser, "signed-in-as")
+    order = []
+    for _ in range(8):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        order.append(focused())
+    assert "Review queue" in order and "sign-out" in order  # nav and sign-out by Tab

@@ -21,6 +21,8 @@ caller may see.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +45,21 @@ DUPLICATE_TEXT = 1000  # characters of a proposed memory searched for near-dupli
 def principal(caller: Caller) -> str:
     """The Memory Git principal of a caller."""
     return f"member:{caller.member.id}"
+
+
+_UNSEEN = "no such proposal within your reach"
+
+
+@contextmanager
+def _proposal_reach() -> Iterator[None]:
+    """DESK-DERIVED: a proposal in a memory the caller cannot see answers exactly like an
+    unknown proposal (the flow says "no such memory" for the one, "no such proposal" for the
+    other, which tells them apart)."""
+    try:
+        yield
+    except NotFound as exc:
+        raise NotFound(_UNSEEN, code="proposal-not-found",
+                       hint="open the review queue for the proposals you may see") from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +198,8 @@ class DeskService:
     def proposal_view(self, caller: Caller, proposal_id: str) -> ProposalView:
         """A proposal with everything its review needs (see :class:`ProposalView`)."""
         who = principal(caller)
-        doc = self.flow.get_proposal(who, proposal_id)  # the read check
+        with _proposal_reach():
+            doc = self.flow.get_proposal(who, proposal_id)  # the read check
         project = doc["project_id"]
         git = self.flow.git
         target = git.get_ref(who, project, doc["target_ref"])["head_changeset_id"]
@@ -230,6 +248,8 @@ class DeskService:
 
     def review(self, caller: Caller, proposal_id: str, verdict: str, reason: str) -> Wire:
         """Record a verdict with its reason (the service refuses self-review)."""
+        with _proposal_reach():
+            self.flow.get_proposal(principal(caller), proposal_id)
         return self.flow.review(principal(caller), proposal_id,
                                 {"verdict": verdict, "comment": reason})
 
@@ -238,12 +258,15 @@ class DeskService:
         (``authorize``) and then verifies it like any other before moving the ref (``merge``).
         Self-merge, a missing approval or a stale head are the service's refusals."""
         who = principal(caller)
-        doc = self.flow.get_proposal(who, proposal_id)
+        with _proposal_reach():
+            doc = self.flow.get_proposal(who, proposal_id)
         body = self.flow.authorize(who, proposal_id, {})
         return self.flow.merge(who, doc["project_id"], body)
 
     def cancel(self, caller: Caller, proposal_id: str) -> Wire:
         """Cancel a proposal (the service allows only its originator)."""
+        with _proposal_reach():
+            self.flow.get_proposal(principal(caller), proposal_id)
         return self.flow.cancel(principal(caller), proposal_id)
 
     # --- prime ----------------------------------------------------------------------------
@@ -261,9 +284,10 @@ class DeskService:
         out: dict[str, Any] = {"prime": prime, "budget": budget,
                                "before": _fit(now, budget - int(prime["tokens"]))}
         if proposal_id:
-            doc = self.flow.get_proposal(who, proposal_id)
+            with _proposal_reach():
+                doc = self.flow.get_proposal(who, proposal_id)
             if doc["project_id"] != memory_id:
-                raise NotFound("no such proposal in this memory", code="proposal-not-found")
+                raise NotFound(_UNSEEN, code="proposal-not-found")
             after = self._accepted(who, memory_id, doc)
             shared = self.flow.git.get_ref(who, memory_id, SHARED_MAIN)["head_changeset_id"]
             forgotten = _forgets(self.flow.git.only_in(doc["head_changeset_id"], shared))

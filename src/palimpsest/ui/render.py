@@ -13,7 +13,8 @@ marked safe (a test checks the templates). Links are built only from server ids 
 :func:`href`, percent-encoded under ``/ui/``, so no author string becomes a URL scheme.
 
 Every response carries a Content-Security-Policy without inline script or style (there is no
-script at all), ``frame-ancestors 'none'``, ``nosniff``, no referrer to other origins and no caching.
+script at all), ``frame-ancestors 'none'``, ``nosniff``, no referrer to other origins and no
+caching.
 """
 
 from __future__ import annotations
