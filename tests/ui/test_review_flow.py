@@ -154,8 +154,18 @@ def test_a_second_person_reviews_and_merges(browser: WebDriver, world: World) ->
     # The merged memory is accepted: in shared memory's records and in the prime preview.
     browser.get(f"{world.server.url}/ui/memories/{acme}/records")
     assert "Acme's notice period" in _text(browser, "records")
+    bob_writer = f"member:{world.members['bob'].id}"
+    browser.get(f"{world.server.url}/ui/memories/{acme}/records?writer={bob_writer}")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#records tbody tr")
+    assert len(rows) == 1 and "Acme's notice period" in rows[0].text and "(agent)" in rows[0].text
+    browser.get(f"{world.server.url}/ui/memories/{acme}/records?type=procedure")
+    assert [r.text.split("\n")[0] for r in browser.find_elements(
+        By.CSS_SELECTOR, "#records tbody td.title")] == ["Answer Acme within a day"]
     browser.get(f"{world.server.url}/ui/memories/{acme}/prime?budget=4000")
     assert "notice period is 60 days" in _text(browser, "prime-now")
+    browser.get(f"{world.server.url}/ui/memories/{acme}/prime?budget=10")  # a tight budget
+    assert "Nothing fits" in _text(browser, "prime-now")
+    assert "notice period is 60 days" not in _text(browser, "prime-now")
     with world.api("carol") as api:
         shared = ok(api.get(f"/api/memory/{acme}/refs/shared/main"))
         done = ok(api.get(f"/api/memory/proposals/{proposal}"))
@@ -181,6 +191,18 @@ def test_self_review_is_refused_in_the_apis_words(browser: WebDriver, world: Wor
     assert _text(browser, "proposal-status") == "open"
     _usable(browser)
     screenshot(browser, "self-review-refused")
+    # Approved by someone else, it still cannot be merged by its author: the API's words again.
+    with world.api("carol") as api:
+        ok(api.post(f"/api/memory/proposals/{proposal}/reviews",
+                    json={"verdict": "approve", "comment": "fine by me"}), 201)
+    with world.api("alice") as api:
+        refused = api.post(f"/api/memory/proposals/{proposal}/authorize", json={})
+    assert refused.status_code == 403
+    browser.get(f"{world.server.url}/ui/proposals/{proposal}")
+    navigates(browser, browser.find_element(By.ID, "merge"))
+    assert _text(browser, "problem") == refused.json()["message"]
+    assert _text(browser, "problem").startswith("the originator of a proposal cannot merge it")
+    assert _text(browser, "proposal-status") == "approved"
     # The originator may cancel it.
     navigates(browser, browser.find_element(By.ID, "cancel"))
     assert _text(browser, "done") == "The proposal is canceled."

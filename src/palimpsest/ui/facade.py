@@ -159,11 +159,23 @@ class DeskService:
         return out
 
     # --- records --------------------------------------------------------------------------
+    def _typed(self, records: list[Wire]) -> list[Wire]:
+        """DESK-DERIVED: records merged through Memory Git carry ``written_by`` without the
+        member's type; fill it in (a copy) so every writer shows as human or agent."""
+        out = []
+        for rec in records:
+            who = rec.get("written_by") or {}
+            found = (self.member_type(f"member:{who.get('id', '')}")
+                     if who.get("kind") == "member" and "type" not in who else "")
+            out.append({**rec, "written_by": {**who, "type": found}} if found else rec)
+        return out
+
     def records(self, caller: Caller, memory_id: str, *, type: str | None, include: str,
                 cursor: str | None) -> Wire:
         """A page of records, newest first."""
-        return self.svc.list_records(caller, memory_id, type=type, include=include,
+        page = self.svc.list_records(caller, memory_id, type=type, include=include,
                                      cursor=cursor, limit=LIST_LIMIT)
+        return {**page, "data": self._typed(list(page["data"]))}
 
     def recall(self, caller: Caller, memory_id: str, text: str,
                types: list[str] | None) -> Wire:
@@ -171,7 +183,10 @@ class DeskService:
         body: Wire = {"text": text, "limit": 50}
         if types:
             body["types"] = types
-        return self.svc.recall(caller, memory_id, body)
+        answer = self.svc.recall(caller, memory_id, body)
+        typed = self._typed([hit["record"] for hit in answer["results"]])
+        return {**answer, "results": [{**hit, "record": rec}
+                                      for hit, rec in zip(answer["results"], typed, strict=True)]}
 
     @staticmethod
     def served_signals() -> list[str]:
@@ -180,11 +195,11 @@ class DeskService:
 
     def record(self, caller: Caller, memory_id: str, record_id: str) -> Wire:
         """One record (current version)."""
-        return self.svc.get_record(caller, memory_id, record_id)
+        return self._typed([self.svc.get_record(caller, memory_id, record_id)])[0]
 
     def history(self, caller: Caller, memory_id: str, record_id: str) -> list[Wire]:
         """Every version of a record, oldest first."""
-        return list(self.svc.record_history(caller, memory_id, record_id)["data"])
+        return self._typed(list(self.svc.record_history(caller, memory_id, record_id)["data"]))
 
     def content(self, caller: Caller, memory_id: str, record_id: str, index: int) -> FileBytes:
         """A file part's bytes."""
