@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 HERMES_VENV ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: setup browser run test lint typecheck pytest bench clean
+.PHONY: setup browser run test lint typecheck pytest bench screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ pytest: $(STAMP) $(HERMES_STAMP) browser
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# The review desk's screenshots in docs/review-desk/ (taken by tests/ui in headless Chromium).
+screenshots: $(STAMP) browser
+	PAL_DESK_SCREENSHOTS=docs/review-desk $(BIN)/pytest -q tests/ui
 
 bench: $(STAMP)
 	$(BIN)/python bench/repo_memory.py
