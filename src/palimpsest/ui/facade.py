@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from palimpsest.errors import Forbidden, NotFound, PalError
+from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError
 from palimpsest.service import gitproject
 from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.gitops import GitChangeset
@@ -40,6 +40,7 @@ from palimpsest.ui.worddiff import FieldDiff, field_diff
 OPEN = ("open", "approved")
 LIST_LIMIT = 200
 DUPLICATE_TEXT = 1000  # characters of a proposed memory searched for near-duplicates
+DUPLICATE_OPS = 25  # ops of a proposal searched for near-duplicates (one recall each)
 
 
 def principal(caller: Caller) -> str:
@@ -114,6 +115,17 @@ class DeskService:
         """The caller of a credential (the API's own check). Raises Forbidden."""
         cached = self.svc.cached_caller(credential)
         return cached if cached is not None else self.svc.authenticate(credential)
+
+    def member_label(self, who: str) -> str:
+        """DESK-DERIVED: ``name (type)`` of ``member:<id>`` (grants page), ``""`` otherwise."""
+        kind, _, ident = who.partition(":")
+        if kind != "member" or not ident:
+            return ""
+        try:
+            member = self.svc.get_member(ident)
+        except NotFound:
+            return ""
+        return f"{member.name} ({member.type})"
 
     def member_type(self, who: str) -> str:
         """DESK-DERIVED: ``human`` | ``agent`` for ``member:<id>``, ``""`` otherwise.
@@ -226,10 +238,15 @@ class DeskService:
         stored = [c for c in self.flow.list_conflicts(who, project, None, 500)["conflicts"]
                   if c.get("proposal_id") == proposal_id]
         live: list[Wire] = []
-        if doc["status"] in OPEN:  # against refs/shared/main as it is now
-            live = list(self.flow.detect(who, project, {
-                "base_changeset_id": merge_base, "left_changeset_id": target or "",
-                "right_changeset_id": doc["head_changeset_id"]})["conflicts"]) if target else []
+        if doc["status"] in OPEN and target:  # against refs/shared/main as it is now
+            try:
+                live = list(self.flow.detect(who, project, {
+                    "base_changeset_id": merge_base, "left_changeset_id": target,
+                    "right_changeset_id": doc["head_changeset_id"]})["conflicts"])
+            except (InvalidInput, Conflict):  # histories that do not replay together
+                live = [{"conflict_type": "does_not_replay", "severity": "blocking",
+                         "summary": "the proposal does not apply over the target's head",
+                         "status": "open", "conflict_id": ""}]
         view = ProposalView(
             proposal=doc, reviews=list(doc.get("reviews", [])), target_head=target,
             stale_by=stale_by, changesets=changesets, stored_conflicts=stored,
@@ -246,11 +263,13 @@ class DeskService:
         ``add_memory``/``correct_memory``/``supersede_memory`` op brings."""
         out: list[Wire] = []
         seen: set[tuple[str, str]] = set()
+        searched = 0
         for cs in changesets:
             for op in cs.ops:
                 text = str((op.payload or {}).get("content") or "")[:DUPLICATE_TEXT]
-                if not text.strip():
+                if not text.strip() or searched >= DUPLICATE_OPS:
                     continue
+                searched += 1
                 answer = self.svc.recall(caller, project, {"text": text, "limit": 3})
                 for hit in answer["results"]:
                     key = (f"{cs.changeset_id}:{op.ordinal}", hit["record"]["id"])
@@ -338,13 +357,15 @@ class DeskService:
     # --- grants ---------------------------------------------------------------------------
     def grants(self, caller: Caller, memory_id: str) -> tuple[Wire, list[Wire], list[Wire]]:
         """For holders of ``delete``: the memory, its grants (direct and inherited, each
-        naming its node) and the memories they sit on. Raises memory_forbidden otherwise."""
+        naming its node, members labelled with name and type) and the memories they sit on.
+        Raises memory_forbidden otherwise."""
         memory = self.memory(caller, memory_id)
         if "delete" not in memory["privileges"]:
             raise Forbidden("you need the delete privilege on this memory to see its grants",
                             code="memory_forbidden",
                             hint="ask a holder of delete here to show or change them")
-        grants = list(self.svc.list_grants(caller, memory_id)["data"])
+        grants = [{**g, "label": self.member_label(g["principal"])}
+                  for g in self.svc.list_grants(caller, memory_id)["data"]]
         nodes = [memory, *reversed(self.ancestors(caller, memory))]
         return memory, grants, nodes
 
