@@ -133,7 +133,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_the_desk_reaches_the_service_through_one_module() -> None:
     types_only = {"palimpsest.service.model", "palimpsest.service.memories",
-                  "palimpsest.service.gitflow"}
+                  "palimpsest.service.memorygit.flow"}
     for module in UI.glob("*.py"):
         found = _imports(module)
         assert not [n for n in found if n.startswith(("palimpsest.api", "palimpsest.mcp",

@@ -28,10 +28,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
-from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
+from palimpsest.api.mcp_mount import mount_mcp
+from palimpsest.api.runtime import UHP_VERSION, Runner, error_response, json_response
 from palimpsest.api.schemas import SCHEMAS
 from palimpsest.errors import PalError
-from palimpsest.mcp.http import mount_mcp
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 from palimpsest.ui import create_desk
@@ -91,32 +91,39 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def pal_error(_: Request, exc: Exception) -> Response:
+    async def pal_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, PalError):
             raise exc
+        if errors.is_memory_git(request.url.path):
+            status, body = errors.lethe_error(exc)
+            return json_response(body, status)
         return error_response(errors.from_pal_error(exc))
 
-    async def validation_error(_: Request, exc: Exception) -> Response:
+    async def validation_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        return error_response(_validation_error(exc))
+        return error_response(_validation_error(exc), request.url.path)
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, StarletteHTTPException):
             raise exc
+        path = request.url.path
         if exc.status_code == 404:
-            return error_response(errors.ApiError("x.pal.route_not_found", "no such route"))
+            return error_response(errors.ApiError("x.pal.route_not_found", "no such route"), path)
         if exc.status_code == 405:
             return error_response(
-                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method")
+                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method"),
+                path,
             )
         if exc.status_code == 413:
-            return error_response(errors.ApiError("x.pal.request_too_large", "request too large"))
-        return error_response(errors.ApiError("memory_invalid", "the request is malformed"))
+            return error_response(
+                errors.ApiError("x.pal.request_too_large", "request too large"), path
+            )
+        return error_response(errors.ApiError("memory_invalid", "the request is malformed"), path)
 
-    async def server_error(_: Request, exc: Exception) -> Response:
+    async def server_error(request: Request, exc: Exception) -> Response:
         # Never echo internals; the server log has the traceback.
-        return error_response(errors.ApiError("x.pal.internal", "internal error"))
+        return error_response(errors.ApiError("x.pal.internal", "internal error"), request.url.path)
 
     app.add_exception_handler(PalError, pal_error)
     app.add_exception_handler(RequestValidationError, validation_error)

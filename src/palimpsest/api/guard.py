@@ -97,17 +97,17 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
+        path = scope.get("path", "")
         refusal = self._check_host(headers)
         if refusal is not None:
-            await send_error(refusal, send)
+            await send_error(refusal, send, path)
             return
-        path = scope.get("path", "")
         prefix = self.config.session_prefix
         desk = bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
         if not desk:
             principal_or_error = await self._principal(headers)
             if isinstance(principal_or_error, ApiError):
-                await send_error(principal_or_error, send)
+                await send_error(principal_or_error, send, path)
                 return
             scope[PRINCIPAL_KEY] = principal_or_error
         method = scope.get("method", "GET")
@@ -120,7 +120,7 @@ class Guard:
                limits.file_body_bytes if is_file else limits.json_body_bytes)
         body_or_error = await self._body(headers, receive, cap)
         if isinstance(body_or_error, ApiError):
-            await send_error(body_or_error, send)
+            await send_error(body_or_error, send, path)
             return
         body = body_or_error
         if desk:  # forms, not JSON; the desk checks its session and CSRF token itself
@@ -129,7 +129,7 @@ class Guard:
         if not is_file and body:
             refusal = _check_json(headers, body)
             if refusal is not None:
-                await send_error(refusal, send)
+                await send_error(refusal, send, path)
                 return
             if self.fast is not None and await self.fast(scope, headers, body,
                                                          _replay(body, receive), send):
@@ -252,20 +252,21 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def send_error(error: ApiError, send: Send) -> None:
-    """Send one error envelope as a complete response."""
-    payload = canonical.encode(error.body())
+async def send_error(error: ApiError, send: Send, path: str = "") -> None:
+    """Send one error as a complete response, in the face of the surface ``path`` is on."""
+    status, body = error.on(path)
+    payload = canonical.encode(body)
     await send(
         {
             "type": "http.response.start",
-            "status": error.status,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(payload)).encode()),
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", b"Bearer")] if error.status == 401 else []),
+            + ([(b"www-authenticate", b"Bearer")] if status == 401 else []),
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -159,12 +159,12 @@ def remember_response(doc: dict[str, Any]) -> Response:
     return json_response(doc, 202 if doc.get("object") == "memory.pending_review" else 200)
 
 
-def error_response(error: errors.ApiError) -> Response:
-    """Render one error envelope."""
-    headers = {"www-authenticate": "Bearer"} if error.status == 401 else None
-    response = json_response(error.body(), error.status)
-    if headers:
-        response.headers.update(headers)
+def error_response(error: errors.ApiError, path: str = "") -> Response:
+    """Render one error for a request to ``path`` (each surface has its own face)."""
+    status, body = error.on(path)
+    response = json_response(body, status)
+    if status == 401:
+        response.headers.update({"www-authenticate": "Bearer"})
     return response
 
 

@@ -261,20 +261,43 @@ def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: s
     _emit(made, as_json, lambda: [f"removed grant {grant_id}"])
 
 
+# --- migrate ---------------------------------------------------------------------------------
+
+
+@command.command("migrate")
+@_json_option
+@click.pass_context
+def migrate(ctx: click.Context, as_json: bool) -> None:
+    """Convert a data directory written by an older version (store schema 1) to one history;
+    the original database is kept beside it as palimpsest.schema1.db."""
+    from palimpsest.service.upgrade import migrate as run  # noqa: PLC0415 — rare command
+
+    directory: Path = (ctx.obj["data_dir"] or default_data_dir()).expanduser()
+    report = run(directory)
+    _emit(report, as_json, lambda: [f"{key}: {value}" for key, value in report.items()])
+
+
 # --- rebuild ---------------------------------------------------------------------------------
 
 
 @command.command("rebuild")
+@click.option("--repair", is_flag=True,
+              help="write the re-derived projections when they differ from the stored ones")
 @_json_option
 @click.pass_context
-def rebuild(ctx: click.Context, as_json: bool) -> None:
-    """Re-derive every projection and the search index from the changesets; fail unless the
-    rebuilt state equals the previous one."""
+def rebuild(ctx: click.Context, repair: bool, as_json: bool) -> None:
+    """Re-derive every projection and the search index from the changesets and compare; fail,
+    writing nothing, unless the rebuilt state equals the stored one (or --repair is given)."""
     with _service(ctx) as svc:
-        report = svc.rebuild()
-    _emit(report, as_json, lambda: [f"{key}: {value}" for key, value in report.items()])
-    if report.get("equal") is False:
-        raise InvalidInput("the rebuilt projections differ from the stored ones",
-                           code="rebuild-mismatch",
-                           hint="the store was changed outside the service; keep a copy and "
-                           "report it")
+        report = svc.rebuild(repair=repair)
+
+    def lines() -> list[str]:
+        out = [f"{key}: {value}" for key, value in report.items() if key != "differences"]
+        return out + [f"differs: {line}" for line in report.get("differences", [])]
+
+    _emit(report, as_json, lines)
+    if report.get("equal") is False and not report.get("written"):
+        raise InvalidInput("the projections re-derived from the history differ from the "
+                           "stored ones; nothing was written", code="rebuild-mismatch",
+                           hint="the store was changed outside the service: keep a copy, "
+                           "look at the differences, then run pal admin rebuild --repair")

@@ -33,11 +33,12 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import extras, gitlog, grouped, providers, records, tree
+from palimpsest.service import grouped, providers
 from palimpsest.service.core import Core
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit import log as gitlog
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -47,6 +48,18 @@ from palimpsest.service.model import (
     Member,
     Wire,
     unsupported,
+)
+from palimpsest.service.ops import (
+    consolidation,
+    graph,
+    harness,
+    observe,
+    prime,
+    queries,
+    recall,
+    records,
+    snapshots,
+    tree,
 )
 from palimpsest.service.storage.sqlite import SqliteStore
 
@@ -160,13 +173,14 @@ class MemoryService:
 
         return self._store, project
 
-    def rebuild(self) -> Wire:
+    def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
-        verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
-        ``{object, verified, changesets, records, versions, indexed, equal, digest_before,
-        digest_after}`` — ``equal`` is false when the stored projections had been changed
-        outside the service (the rebuild then restores what the history says)."""
-        return self._core.rebuild()
+        verifying each changeset's integrity digest, and compare. Serves ``pal admin
+        rebuild``; returns ``{object, verified, changesets, records, versions, indexed, equal,
+        digest_before, digest_after, differences, written}``. ``equal`` is false when the
+        stored projections differ from what the history makes (changed outside the service);
+        ``differences`` then names the rows. Nothing is written unless ``repair`` is set."""
+        return self._core.rebuild(repair=repair)
 
     # --- discovery and providers --------------------------------------------------------------
     def providers(self, caller: Caller) -> Wire:
@@ -175,7 +189,7 @@ class MemoryService:
 
     def types(self, caller: Caller) -> Wire:
         """``GET /v1/memories/types`` → core and server types."""
-        return extras.types_list()
+        return providers.types_list()
 
     # --- memories (the tree) ------------------------------------------------------------------
     def create_memory(self, caller: Caller, body: Wire, *,
@@ -331,11 +345,11 @@ class MemoryService:
         → ``{object:"list", data:[episode records], job:{object:"memory.job", id, status}}``.
         The built-in provider keeps episodes at once, so ``job.status`` is ``completed`` and
         the API answers 200 (202 only when a job is still pending)."""
-        return extras.observe(self._core, caller, memory_id, body, idempotency_key)
+        return observe.observe(self._core, caller, memory_id, body, idempotency_key)
 
     def get_job(self, caller: Caller, memory_id: str, job_id: str) -> Wire:
         """``GET /v1/memories/{id}/jobs/{job}`` (read) → the job with its records."""
-        return extras.get_job(self._core, caller, memory_id, job_id)
+        return observe.get_job(self._core, caller, memory_id, job_id)
 
     # --- recall, graph, prime -----------------------------------------------------------------
     def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
@@ -347,41 +361,41 @@ class MemoryService:
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
-            answer = records.recall(self._core, caller, memory_id, body)
+            answer = recall.recall(self._core, caller, memory_id, body)
             if flag is True:
                 words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
                 answer["x.pal.pending"] = self._review_gate().pending(
                     f"member:{caller.member.id}", memory_id, words,
                     int(body.get("limit") or 8))
             return answer
-        return records.recall(self._core, caller, memory_id, body)
+        return recall.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
-        return extras.graph(self._core, caller, memory_id, body)
+        return graph.graph(self._core, caller, memory_id, body)
 
     def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
         (active, ``attributes.standing`` true) within ``budget`` tokens."""
-        return extras.prime(self._core, caller, memory_id, budget)
+        return prime.prime(self._core, caller, memory_id, budget)
 
     # --- named queries, free queries, type operations -----------------------------------------
     def list_queries(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/queries`` (read)."""
-        return extras.list_queries(self._core, caller, memory_id)
+        return queries.list_queries(self._core, caller, memory_id)
 
     def put_query(self, caller: Caller, memory_id: str, name: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/memories/{id}/queries/{name}`` (write) ``{description, params, requires,
         language:"recall", body}``: ``body`` is a recall request whose ``"$name"`` strings are
         replaced by params."""
-        return extras.put_query(self._core, caller, memory_id, name, body, idempotency_key)
+        return queries.put_query(self._core, caller, memory_id, name, body, idempotency_key)
 
     def run_query(self, caller: Caller, memory_id: str, name: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/queries/{name}`` (the query's ``requires``) ``{params}`` →
         recall-shaped answer."""
-        return extras.run_query(self._core, caller, memory_id, name, body)
+        return queries.run_query(self._core, caller, memory_id, name, body)
 
     def free_query(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/query``: not offered by the built-in provider → always
@@ -402,50 +416,50 @@ class MemoryService:
                         idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/snapshots`` (write) ``{name, message?}`` → snapshot naming
         the current head of refs/shared/main and the instant."""
-        return extras.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
+        return snapshots.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
 
     def list_snapshots(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/snapshots`` (read), newest first."""
-        return extras.list_snapshots(self._core, caller, memory_id)
+        return snapshots.list_snapshots(self._core, caller, memory_id)
 
     def consolidate(self, caller: Caller, memory_id: str, body: Wire, *,
                     idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/consolidations`` (write) ``{budget?}`` → a completed run of
         the deterministic consolidator (duplicate active records are forgotten in favour of the
         oldest; written by the provider on behalf of the caller)."""
-        return extras.consolidate(self._core, caller, memory_id, body, idempotency_key)
+        return consolidation.consolidate(self._core, caller, memory_id, body, idempotency_key)
 
     def list_consolidations(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/consolidations`` (read), newest first."""
-        return extras.list_consolidations(self._core, caller, memory_id)
+        return consolidation.list_consolidations(self._core, caller, memory_id)
 
     def get_consolidation(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}`` (read). Unknown run → memory_record_not_found."""
-        return extras.get_consolidation(self._core, caller, memory_id, run_id)
+        return consolidation.get_consolidation(self._core, caller, memory_id, run_id)
 
     def consolidation_changes(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}/changes`` (read) → ``{object:"list",
         data:[{change, record}]}``."""
-        return extras.consolidation_changes(self._core, caller, memory_id, run_id)
+        return consolidation.consolidation_changes(self._core, caller, memory_id, run_id)
 
     def revert_consolidation(self, caller: Caller, memory_id: str, run_id: str, *,
                              idempotency_key: str | None = None) -> Wire:
         """``POST …/consolidations/{run}/revert`` (delete): appends new versions that undo the
         run → the run with ``status`` unchanged and ``reverted_at`` set."""
-        return extras.revert_consolidation(self._core, caller, memory_id, run_id,
+        return consolidation.revert_consolidation(self._core, caller, memory_id, run_id,
                                            idempotency_key)
 
     # --- harness memory settings --------------------------------------------------------------
     def harness_memories(self, caller: Caller, harness_id: str) -> Wire:
         """``GET /v1/harnesses/{id}/memories`` → ``harness.memories``; the harness is the agent
         member ``harness_id``; readable by that member or an admin."""
-        return extras.harness_memories(self._core, caller, harness_id)
+        return harness.harness_memories(self._core, caller, harness_id)
 
     def set_harness_memories(self, caller: Caller, harness_id: str, body: Wire, *,
                              idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/harnesses/{id}/memories`` ``{default_memory_id?, observe?}``; the default
         must be writable by the agent, else memory_invalid."""
-        return extras.set_harness_memories(self._core, caller, harness_id, body,
+        return harness.set_harness_memories(self._core, caller, harness_id, body,
                                            idempotency_key)
 
     # --- Memory Git history (read side; review.py adds proposals) -----------------------------

@@ -16,8 +16,8 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from palimpsest.errors import PalError
-from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
 from palimpsest.ui import pages
 from palimpsest.ui.desk import (

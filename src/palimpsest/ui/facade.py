@@ -23,18 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError
-from palimpsest.service import gitproject
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitops import GitChangeset
-from palimpsest.service.gitservice import SHARED_MAIN
 from palimpsest.service.memories import MemoryService
-from palimpsest.service.model import Caller, FileBytes, Wire
+from palimpsest.service.memorygit import projection as gitproject
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.model import SHARED_MAIN, Caller, Changeset, FileBytes, Op, Wire
+from palimpsest.service.ops.prime import estimate_tokens
 from palimpsest.service.providers import capability_document
-from palimpsest.service.recall import estimate_tokens
 from palimpsest.ui.worddiff import FieldDiff, field_diff
 
 OPEN = ("open", "approved")
@@ -158,8 +156,20 @@ class DeskService:
 
     def open_proposals(self, caller: Caller, memory_id: str) -> list[Wire]:
         """Open proposals of a memory the caller may read (empty without Memory Git)."""
-        return [p for p in self.flow.list_proposals(principal(caller), memory_id)
+        return [self._summed(p) for p in self.flow.list_proposals(principal(caller), memory_id)
                 if p["status"] in OPEN]
+
+    def _summed(self, doc: Wire) -> Wire:
+        """DESK-DERIVED: a proposal with ``summary``, the words of its first op (a reviewed
+        write's proposal carries no content of its own, so erase can reach all of it)."""
+        summary = ""
+        for cs in self.flow.git.only_in(doc["head_changeset_id"], doc["base_changeset_id"]):
+            for op in cs.ops:
+                payload = op.payload or {}
+                summary = str(payload.get("summary") or payload.get("content") or "")
+                if summary:
+                    return {**doc, "summary": summary[:200]}
+        return {**doc, "summary": summary}
 
     def queue(self, caller: Caller) -> list[tuple[Wire, list[Wire]]]:
         """DESK-DERIVED: the review queue across every memory the caller may read."""
@@ -220,13 +230,13 @@ class DeskService:
     # --- review ---------------------------------------------------------------------------
     def proposals(self, caller: Caller, memory_id: str) -> list[Wire]:
         """Every proposal of a memory, newest first."""
-        return list(self.flow.list_proposals(principal(caller), memory_id))
+        return [self._summed(p) for p in self.flow.list_proposals(principal(caller), memory_id)]
 
     def proposal_view(self, caller: Caller, proposal_id: str) -> ProposalView:
         """A proposal with everything its review needs (see :class:`ProposalView`)."""
         who = principal(caller)
         with _proposal_reach():
-            doc = self.flow.get_proposal(who, proposal_id)  # the read check
+            doc = self._summed(self.flow.get_proposal(who, proposal_id))  # the read check
         project = doc["project_id"]
         git = self.flow.git
         target = git.get_ref(who, project, doc["target_ref"])["head_changeset_id"]
@@ -258,22 +268,22 @@ class DeskService:
         return view
 
     def _duplicates(self, caller: Caller, project: str,
-                    changesets: list[GitChangeset]) -> list[Wire]:
+                    changesets: list[Changeset]) -> list[Wire]:
         """DESK-DERIVED: records already in shared memory whose words match what an
         ``add_memory``/``correct_memory``/``supersede_memory`` op brings."""
         out: list[Wire] = []
         seen: set[tuple[str, str]] = set()
         searched = 0
         for cs in changesets:
-            for op in cs.ops:
+            for ordinal, op in enumerate(cs.ops):
                 text = str((op.payload or {}).get("content") or "")[:DUPLICATE_TEXT]
                 if not text.strip() or searched >= DUPLICATE_OPS:
                     continue
                 searched += 1
                 answer = self.svc.recall(caller, project, {"text": text, "limit": 3})
                 for hit in answer["results"]:
-                    key = (f"{cs.changeset_id}:{op.ordinal}", hit["record"]["id"])
-                    if hit["record"]["id"] == op.resulting_event_id or key in seen:
+                    key = (f"{cs.id}:{ordinal}", hit["record"]["id"])
+                    if hit["record"]["id"] == op.result or key in seen:
                         continue
                     seen.add(key)
                     out.append({"op": key[0], "record": hit["record"],
@@ -343,7 +353,7 @@ class DeskService:
             state = git.project(project, head)  # a cherry-pick: only the picked ops
             picked = {tuple(s.split(":", 1)) for s in proposal["selected_ops"]}
             for cs in git.only_in(proposal["head_changeset_id"], head):
-                ops = tuple(op for op in cs.ops if (cs.changeset_id, str(op.ordinal)) in picked)
+                ops = tuple(op for i, op in enumerate(cs.ops) if (cs.id, str(i)) in picked)
                 if ops:
                     gitproject.apply_changeset(state, _with_ops(cs, ops))
         else:
@@ -370,20 +380,17 @@ class DeskService:
         return memory, grants, nodes
 
 
-def _with_ops(cs: GitChangeset, ops: tuple[Any, ...]) -> GitChangeset:
-    return GitChangeset(changeset_id=cs.changeset_id, project_id=cs.project_id,
-                        ref_name=cs.ref_name, parent_ids=cs.parent_ids,
-                        author_principal=cs.author_principal, message=cs.message,
-                        created_at=cs.created_at, idempotency_key=cs.idempotency_key, ops=ops)
+def _with_ops(cs: Changeset, ops: tuple[Op, ...]) -> Changeset:
+    return replace(cs, ops=ops)
 
 
-def _forgets(changesets: list[GitChangeset]) -> set[str]:
+def _forgets(changesets: list[Changeset]) -> set[str]:
     """Record ids a merge of ``changesets`` forgets (gitrecords' projection rules)."""
     out: set[str] = set()
     for cs in changesets:
         for op in cs.ops:
-            if op.op_type in ("correct_memory", "supersede_memory") and op.target_event_id:
-                out.add(op.target_event_id)
+            if op.op_type in ("correct_memory", "supersede_memory") and op.target:
+                out.add(op.target)
             elif op.op_type == "mark_duplicate":
                 out.add(str((op.payload or {}).get("duplicate_id", "")))
     return out
@@ -404,22 +411,22 @@ def _fit(memories: dict[str, Wire], budget: int) -> dict[str, Any]:
 
 
 def _changeset_views(base: gitproject.Projection,
-                     changesets: list[GitChangeset]) -> list[ChangesetView]:
+                     changesets: list[Changeset]) -> list[ChangesetView]:
     """DESK-DERIVED: per-field diffs of every op, each against the memory it targets as it
     stood just before the op's changeset (replayed from the merge base, roots first)."""
     out: list[ChangesetView] = []
     state = base
     for cs in changesets:
         ops: list[OpView] = []
-        for op in cs.ops:
+        for ordinal, op in enumerate(cs.ops):
             payload = dict(op.payload or {})
-            target = state.memories.get(op.target_event_id or "")
+            target = state.memories.get(op.target or "")
             before: dict[str, Any] = dict(target.fields) if target is not None else {}
             names = sorted(payload, key=lambda n: (n != "content", n != "summary", n))
             fields = tuple(field_diff(n, before.get(n), payload[n]) for n in names)
-            ops.append(OpView(op.ordinal, op.op_type, op.target_event_id,
-                              op.resulting_event_id, fields, target is not None))
-        out.append(ChangesetView(cs.changeset_id, cs.author_principal, cs.message,
+            ops.append(OpView(ordinal, op.op_type, op.target,
+                              op.result, fields, target is not None))
+        out.append(ChangesetView(cs.id, cs.author, cs.message,
                                  cs.created_at, cs.parent_ids, tuple(ops)))
         try:
             gitproject.apply_changeset(state, cs)

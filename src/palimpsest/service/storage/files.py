@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from palimpsest import canonical
+from palimpsest.service.storage.rows import StoredFile
 from palimpsest.service.storage.schema import Statements, load
 
 
@@ -62,16 +62,18 @@ class FileRows(Statements):
         self._x("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
                 (fid, sha, name, media_type, size, created_by, now))
 
-    def file(self, fid: str) -> sqlite3.Row | None:
-        """One uploaded file's row."""
-        return self._one("SELECT * FROM files WHERE id=?", (fid,))
+    def file(self, fid: str) -> StoredFile | None:
+        """One uploaded file."""
+        r = self._one("SELECT id, sha256, name, media_type, bytes, created_by, created_at "
+                      "FROM files WHERE id=?", (fid,))
+        return StoredFile(*tuple(r)) if r is not None else None
 
     def delete_file(self, fid: str) -> None:
         """Forget an uploaded file's row (its bytes go when no row names them)."""
         row = self.file(fid)
         self._x("DELETE FROM files WHERE id=?", (fid,))
         if row is not None:
-            self.delete_file_bytes(row["sha256"])
+            self.delete_file_bytes(row.sha256)
 
     # --- documents ------------------------------------------------------------------------
     def put_doc(self, kind: str, did: str, memory_id: str | None, created_at: int,

@@ -1,20 +1,20 @@
 """Semantic diffs and conflict detection between Memory Git heads (memory-git.md §9) — pure.
 
 Both work on values: the ops of changesets and the projections they produce
-(:mod:`palimpsest.service.gitproject`). Nothing here writes; persisting conflicts is the
+(:mod:`palimpsest.service.memorygit.projection`). Nothing here writes; persisting conflicts is the
 service's job. Substantive conflicts are reported, never auto-resolved ("newest wins" is not a
 resolution).
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
-from palimpsest import canonical
-from palimpsest.service.gitops import LOW_TRUST, GitChangeset
-from palimpsest.service.gitproject import Projection
+from palimpsest.service import history
+from palimpsest.service.memorygit.ops import LOW_TRUST
+from palimpsest.service.memorygit.projection import Projection
+from palimpsest.service.model import Changeset
 from palimpsest.text import lexical_tokens, to_lower, trim_space
 
 SECTIONS = (
@@ -33,21 +33,22 @@ def _norm(text: Any) -> str:
     return " ".join(lexical_tokens(to_lower(trim_space(str(text or "")))))
 
 
-def semantic_diff(base: Projection, changesets: Iterable[GitChangeset],
+def semantic_diff(base: Projection, changesets: Iterable[Changeset],
                   conflicts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """``SemanticDiff`` of ``changesets`` (those not reachable from the base) over ``base``."""
     out: dict[str, list[Any]] = {name: [] for name in SECTIONS}
     known = {_norm(m.fields.get("content")): m.memory_id for m in base.memories.values()
              if m.status == "active"}
     for cs in changesets:
-        for op in cs.ops:
+        for ordinal, op in enumerate(cs.ops):
             payload = dict(op.payload or {})
-            entry = {"changeset_id": cs.changeset_id, "ordinal": op.ordinal,
-                     "op_type": op.op_type}
-            if op.target_event_id:
-                entry["target_event_id"] = op.target_event_id
-            if op.resulting_event_id:
-                entry["memory_id"] = op.resulting_event_id
+            entry = {"changeset_id": cs.id, "ordinal": ordinal, "op_type": op.op_type}
+            if op.erased:
+                entry["erased"] = True
+            if op.target:
+                entry["target_event_id"] = op.target
+            if op.result:
+                entry["memory_id"] = op.result
             if "summary" in payload:
                 entry["summary"] = payload["summary"]
             kind = payload.get("kind")
@@ -70,11 +71,11 @@ def semantic_diff(base: Projection, changesets: Iterable[GitChangeset],
                 out["evidence_added_or_removed"].append(entry)
             elif op.op_type == "propose_deprecation":
                 out["kind_notes"].append({**entry, "diff_kind": "deprecation_proposed"})
-            if kind == "decision" or _target_kind(base, op.target_event_id) == "decision":
+            if kind == "decision" or _target_kind(base, op.target) == "decision":
                 out["decisions_changed"].append(entry)
             if kind in ("task", "flag"):
                 out["tasks_or_flags_changed"].append(entry)
-            if "to_visibility" in payload or ("visibility" in payload and op.target_event_id):
+            if "to_visibility" in payload or ("visibility" in payload and op.target):
                 out["permissions_or_visibility_affected"].append(entry)
     out["unresolved_conflicts"] = list(conflicts or [])
     return out
@@ -89,11 +90,11 @@ def conflict_id(project: str, base: str | None, left: str, right: str, *, kind: 
                 identity: str) -> str:
     """Deterministic id: SHA-256 over project, base, left, right, type and identity (§9)."""
     doc = [project, base or "", left, right, kind, identity]
-    return hashlib.sha256(canonical.encode(doc)).hexdigest()
+    return history.digest(doc)
 
 
 def detect(project: str, *, base_id: str | None, left_id: str, right_id: str,
-           left: Projection, right_changesets: Iterable[GitChangeset],
+           left: Projection, right_changesets: Iterable[Changeset],
            left_is_ancestor: bool) -> list[dict[str, Any]]:
     """Conflicts of merging the ops of ``right_changesets`` (not in the base) into ``left``.
 
@@ -119,10 +120,10 @@ def detect(project: str, *, base_id: str | None, left_id: str, right_id: str,
     by_fact = {(m.payload.get("fact_key"), m.fields.get("scope")): m for m in active.values()
                if m.payload.get("fact_key")}
     for cs in right_changesets:
-        for op in cs.ops:
+        for ordinal, op in enumerate(cs.ops):
             payload = dict(op.payload or {})
-            ident = f"{cs.changeset_id}:{op.ordinal}"
-            target = left.memories.get(op.target_event_id or "")
+            ident = f"{cs.id}:{ordinal}"
+            target = left.memories.get(op.target or "")
             if op.op_type == "add_memory":
                 same = by_content.get(_norm(payload.get("content")))
                 if same is not None:

@@ -17,7 +17,7 @@ from palimpsest.api import runtime
 from palimpsest.api.guard import PRINCIPAL_KEY
 from palimpsest.errors import Forbidden
 from palimpsest.mcp.server import chain_lifespan, http_endpoint
-from palimpsest.service.gitflow import ReviewFlow
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
 
 MCP_PATH = "/mcp"

@@ -26,10 +26,10 @@ def list_changesets(core: Core, caller: Caller, memory_id: str, *, ref: str,
         out: list[Wire] = []
         cid = r.head if r else None
         while cid is not None and len(out) < limit:
-            doc = core.store.changeset_doc(cid)
-            if doc is None:
+            found = core.store.changeset(cid)
+            if found is None:
                 break
-            cs = history.verify(history.from_wire(doc))
+            cs = history.verify(found)
             out.append(cs.to_wire())
             cid = cs.parent_ids[0] if cs.parent_ids else None
     return {"object": "list", "data": out, "project": memory_id, "ref": ref}
@@ -39,10 +39,10 @@ def get_changeset(core: Core, caller: Caller, memory_id: str, changeset_id: str)
     """One changeset of this memory, its integrity digest verified."""
     with core.store.read():
         core.resolve(caller, memory_id, "read")
-        doc = core.store.changeset_doc(changeset_id) if isinstance(changeset_id, str) else None
-        if doc is None or doc["project_id"] != memory_id:
+        found = core.store.changeset(changeset_id) if isinstance(changeset_id, str) else None
+        if found is None or found.memory_id != memory_id:
             raise record_not_found()
-        return history.verify(history.from_wire(doc)).to_wire()
+        return history.verify(found).to_wire()
 
 
 __all__ = ["get_changeset", "list_changesets", "list_refs"]

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.service.gitops import KINDS, LOW_TRUST, VISIBILITIES, GitChangeset, GitOp
+from palimpsest.service.memorygit.ops import KINDS, LOW_TRUST, VISIBILITIES
+from palimpsest.service.model import Changeset, Op
 from palimpsest.text import lexical_tokens, trim_space
 
 PROJECTION_VERSION = "memory-context/v1"
@@ -29,8 +30,8 @@ _CORRECTION_KEYS = frozenset({"content", "kind", "event_type", "scope", "visibil
                               "protected", "approval"})
 
 
-def _reject(op: GitOp, message: str) -> InvalidInput:
-    return InvalidInput(f"ops[{op.ordinal}] {op.op_type}: {message}", code="invalid-op")
+def _reject(op: Op, message: str) -> InvalidInput:
+    return InvalidInput(f"op {op.op_type}: {message}", code="invalid-op")
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class Projection:
                 "relationships": list(self.relationships)}
 
 
-def _memory_from(op: GitOp, cs: GitChangeset, seq: int, base: dict[str, Any] | None,
+def _memory_from(op: Op, cs: Changeset, seq: int, base: dict[str, Any] | None,
                  source_event: str | None) -> MemoryState:
     payload = dict(op.payload or {})
     fields_ = dict(base or {})
@@ -121,13 +122,13 @@ def _memory_from(op: GitOp, cs: GitChangeset, seq: int, base: dict[str, Any] | N
         raise _reject(op, f"visibility must be one of {', '.join(VISIBILITIES)}")
     if "scope" in fields_ and not trim_space(str(fields_["scope"])):
         raise _reject(op, "scope must be a non-empty string")
-    if not op.resulting_event_id:  # assigned by gitops.assign_ids before anything is applied
+    if not op.result:  # assigned by gitops.assign_ids before anything is applied
         raise _reject(op, "has no resulting_event_id")
-    return MemoryState(op.resulting_event_id, fields_, "active", cs.author_principal,
-                       cs.changeset_id, cs.changeset_id, seq, source_event, payload)
+    return MemoryState(op.result, fields_, "active", cs.author,
+                       cs.id, cs.id, seq, source_event, payload)
 
 
-def _existing(state: Projection, op: GitOp, memory_id: str | None, what: str) -> MemoryState:
+def _existing(state: Projection, op: Op, memory_id: str | None, what: str) -> MemoryState:
     if not memory_id:
         raise _reject(op, f"{what} is required")
     found = state.memories.get(memory_id)
@@ -136,13 +137,16 @@ def _existing(state: Projection, op: GitOp, memory_id: str | None, what: str) ->
     return found
 
 
-def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
+def apply_op(state: Projection, cs: Changeset, op: Op) -> None:
     """Apply one op to ``state`` in place, enforcing the semantic rules of §4.
 
     Raises:
         InvalidInput: the op breaks a rule (missing target, self-supersede, lower trust, …).
     """
-    payload = dict(op.payload or {})
+    if op.payload is None:
+        _apply_erased(state, cs, op)
+        return
+    payload = dict(op.payload)
     if payload.get("project_id", state.project_id) != state.project_id:
         raise _reject(op, "targets another project")
     state.seq += 1
@@ -155,11 +159,11 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
             raise _reject(op, f"memory {new.memory_id!r} already exists")
         state.memories[new.memory_id] = new
     elif kind in ("correct_memory", "supersede_memory"):
-        target = _existing(state, op, op.target_event_id, "target_event_id")
-        if op.resulting_event_id == target.memory_id:
+        target = _existing(state, op, op.target, "target_event_id")
+        if op.result == target.memory_id:
             raise _reject(op, "the result must differ from the target")
-        if op.resulting_event_id in state.memories:
-            raise _reject(op, f"memory {op.resulting_event_id!r} already exists")
+        if op.result in state.memories:
+            raise _reject(op, f"memory {op.result!r} already exists")
         if kind == "correct_memory" and not (_CORRECTION_KEYS & set(payload)):
             raise _reject(op, "a correction needs at least one corrected field")
         if (kind == "supersede_memory" and payload.get("source_trust") in LOW_TRUST
@@ -168,7 +172,7 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
         base = target.fields if kind == "correct_memory" or "content" not in payload else None
         new = _memory_from(op, cs, state.seq, base, target.memory_id)
         target.status = "corrected" if kind == "correct_memory" else "superseded"
-        target.last_changeset_id = cs.changeset_id
+        target.last_changeset_id = cs.id
         target.changed_seq = state.seq
         state.memories[new.memory_id] = new
     elif kind == "mark_duplicate":
@@ -179,7 +183,7 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
             raise _reject(op, "a memory cannot duplicate itself")
         dup.status = "duplicate"
         dup.payload["duplicate_of"] = of_id
-        dup.last_changeset_id, dup.changed_seq = cs.changeset_id, state.seq
+        dup.last_changeset_id, dup.changed_seq = cs.id, state.seq
     elif kind == "add_relationship":
         src, dst = payload.get("from_memory_id"), payload.get("to_memory_id")
         _existing(state, op, src, "from_memory_id")
@@ -187,27 +191,41 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
         if src == dst or not trim_space(str(payload.get("kind", ""))):
             raise _reject(op, "needs two distinct memories and a non-empty kind")
         state.relationships.append({"from_memory_id": src, "to_memory_id": dst,
-                                    "kind": payload["kind"], "changeset_id": cs.changeset_id})
+                                    "kind": payload["kind"], "changeset_id": cs.id})
     elif kind == "propose_deprecation":
-        target = _existing(state, op, op.target_event_id, "target_event_id")
+        target = _existing(state, op, op.target, "target_event_id")
         if not trim_space(str(payload.get("reason", ""))):
             raise _reject(op, "reason must be non-empty")
         target.payload["deprecation_proposed"] = payload["reason"]
-        target.last_changeset_id, target.changed_seq = cs.changeset_id, state.seq
+        target.last_changeset_id, target.changed_seq = cs.id, state.seq
     else:  # attach_evidence, attach_verification
         item: dict[str, Any] = {
             k: payload[k] for k in ("kind", "source", "note", "status") if k in payload
         }
-        item["changeset_id"] = cs.changeset_id
-        if op.target_event_id:
-            target = _existing(state, op, op.target_event_id, "target_event_id")
+        item["changeset_id"] = cs.id
+        if op.target:
+            target = _existing(state, op, op.target, "target_event_id")
             bucket = target.evidence if kind == "attach_evidence" else target.verification
             bucket.append(item)
-            target.last_changeset_id, target.changed_seq = cs.changeset_id, state.seq
+            target.last_changeset_id, target.changed_seq = cs.id, state.seq
         elif not payload.get("summary") or not (
             {"reviewer", "proposal_id", "source_changeset_id", "rejected_from",
              "cherrypicked_from", "left_branch", "right_branch"} & set(payload)):
             raise _reject(op, "an attestation without a target needs summary and provenance")
+
+
+def _apply_erased(state: Projection, cs: Changeset, op: Op) -> None:
+    """An op whose payload was erased: what it names itself still counts (the memory it made
+    stands as ``erased``; a correction or supersession still retires its target)."""
+    state.seq += 1
+    if op.op_type not in ("add_memory", "correct_memory", "supersede_memory") or not op.result:
+        return
+    target = state.memories.get(op.target or "") if op.op_type != "add_memory" else None
+    if target is not None:
+        target.status = "corrected" if op.op_type == "correct_memory" else "superseded"
+        target.last_changeset_id, target.changed_seq = cs.id, state.seq
+    state.memories[op.result] = MemoryState(op.result, {}, "erased", cs.author, cs.id, cs.id,
+                                            state.seq, payload={"erased": True})
 
 
 # Ops of UHP record writes share the history. Their bodies live outside the changeset (so that
@@ -216,34 +234,46 @@ def apply_op(state: Projection, cs: GitChangeset, op: GitOp) -> None:
 _UHP_OPS = frozenset({"add_record", "revise_record", "forget_record", "erase_record"})
 
 
-def _apply_uhp(state: Projection, cs: GitChangeset, op: GitOp, payload: dict[str, Any]) -> None:
+def _apply_uhp(state: Projection, cs: Changeset, op: Op, payload: dict[str, Any]) -> None:
     if op.op_type == "add_record":
         rid = str(payload.get("record_id", ""))
-        state.memories[rid] = MemoryState(rid, {}, "active", cs.author_principal,
-                                          cs.changeset_id, cs.changeset_id, state.seq,
+        state.memories[rid] = MemoryState(rid, {}, "active", cs.author,
+                                          cs.id, cs.id, state.seq,
                                           payload={"external": "uhp_record"})
         return
-    target = state.memories.get(op.target_event_id or "")
+    target = state.memories.get(op.target or "")
     if target is None:
         return  # history the projection never saw (erased); nothing to overlay
-    target.last_changeset_id, target.changed_seq = cs.changeset_id, state.seq
-    if op.op_type in ("forget_record", "erase_record"):
+    target.last_changeset_id, target.changed_seq = cs.id, state.seq
+    if op.op_type == "erase_record":
+        target.status = "erased"
+        target.fields = {}
+        target.evidence, target.verification = [], []
+    elif op.op_type == "forget_record":
         target.status = "forgotten"
     else:
         target.status = "active"
 
 
-def apply_changeset(state: Projection, cs: GitChangeset) -> None:
-    """Apply every op of ``cs`` in order (a later op may target an earlier one's memory)."""
-    for op in cs.ops:
-        apply_op(state, cs, op)
-    state.applied.append(cs.changeset_id)
+def apply_changeset(state: Projection, cs: Changeset) -> None:
+    """Apply every op of ``cs`` in order (a later op may target an earlier one's memory).
+
+    Raises:
+        InvalidInput: ``ops[<ordinal>] <op_type>: <rule>`` for the first op that breaks one.
+    """
+    for ordinal, op in enumerate(cs.ops):
+        try:
+            apply_op(state, cs, op)
+        except InvalidInput as exc:
+            raise InvalidInput(f"ops[{ordinal}] {exc.message}", code=exc.code,
+                               hint=exc.hint) from None
+    state.applied.append(cs.id)
 
 
-Loader = Callable[[str], GitChangeset]
+Loader = Callable[[str], Changeset]
 
 
-def walk(head: str | None, load: Loader) -> list[GitChangeset]:
+def walk(head: str | None, load: Loader) -> list[Changeset]:
     """Changesets reachable from ``head``, roots first, parents in ``parent_ids`` order.
 
     Raises:
@@ -251,11 +281,11 @@ def walk(head: str | None, load: Loader) -> list[GitChangeset]:
     """
     if head is None:
         return []
-    order: list[GitChangeset] = []
+    order: list[Changeset] = []
     done: set[str] = set()
     active: set[str] = set()
     stack: list[tuple[str, bool]] = [(head, False)]
-    cache: dict[str, GitChangeset] = {}
+    cache: dict[str, Changeset] = {}
     while stack:
         cid, expanded = stack.pop()
         if cid in done:
@@ -276,7 +306,7 @@ def walk(head: str | None, load: Loader) -> list[GitChangeset]:
     return order
 
 
-def replay(project_id: str, changesets: Iterable[GitChangeset]) -> Projection:
+def replay(project_id: str, changesets: Iterable[Changeset]) -> Projection:
     """Project from scratch by applying ``changesets`` in the given order."""
     state = Projection(project_id)
     for cs in changesets:

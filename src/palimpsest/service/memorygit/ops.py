@@ -1,20 +1,22 @@
 """Memory Git changesets and their eight operations (memory-git.md §3, §4, §6) — pure.
 
-What lives here: the changeset and op values, boundary validation of a create request (closed
-payload keys per op, types, size caps), the request and integrity digests, and the replay of
-operations into the accepted-memory state (semantic checks against the parent state: targets
-exist, no self-supersede, no lower-trust replacement of user-approved memory, …).
+What lives here: the op vocabulary and boundary validation of a create request (closed payload
+keys per op, types, size caps) into the service's one :class:`~palimpsest.service.model.Op`
+model, the request's normalised form (its digest is :func:`history.request_digest`, as for
+every write), and derived ids. Replay into accepted memory (semantic checks against the parent
+state) is :mod:`.projection`.
 
 Validation runs twice by design (memory-git.md §13 step 3): :func:`parse_request` at the HTTP
 boundary, and :func:`apply_changeset` again over the stored op values immediately before the
 storage transaction makes the changeset immutable.
 
 What does not live here: SQL, refs, CAS (see :mod:`palimpsest.service.gitstore`), diffs and
-conflicts (:mod:`palimpsest.service.gitdiff`).
+conflicts (:mod:`palimpsest.service.memorygit.diff`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import math
 from collections.abc import Mapping
@@ -23,9 +25,9 @@ from typing import Any
 
 from palimpsest import canonical
 from palimpsest.errors import InvalidInput
+from palimpsest.service.model import SCHEMA_VERSION, Op, sort_keys
 from palimpsest.text import trim_space
 
-SCHEMA_VERSION = "memory_git/v1"
 OP_TYPES = (
     "add_memory", "add_relationship", "correct_memory", "supersede_memory", "mark_duplicate",
     "propose_deprecation", "attach_evidence", "attach_verification",
@@ -72,28 +74,6 @@ def _bad(message: str, code: str = "invalid-changeset") -> InvalidInput:
 
 
 @dataclass(frozen=True, slots=True)
-class GitOp:
-    """One operation: ``{ordinal, op_type, target_event_id?, resulting_event_id?, payload?}``."""
-
-    ordinal: int
-    op_type: str
-    target_event_id: str | None = None
-    resulting_event_id: str | None = None
-    payload: Mapping[str, Any] | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        """Struct order, optional fields omitted when empty (Go ``omitempty``)."""
-        out: dict[str, Any] = {"ordinal": self.ordinal, "op_type": self.op_type}
-        if self.target_event_id:
-            out["target_event_id"] = self.target_event_id
-        if self.resulting_event_id:
-            out["resulting_event_id"] = self.resulting_event_id
-        if self.payload:
-            out["payload"] = _sorted(self.payload)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
 class ChangesetRequest:
     """A validated create request (``db.CreateChangesetRequest``), before ids are assigned."""
 
@@ -103,7 +83,7 @@ class ChangesetRequest:
     author_principal: str
     message: str
     idempotency_key: str
-    ops: tuple[GitOp, ...]
+    ops: tuple[Op, ...]
     provenance: Mapping[str, str] = field(default_factory=dict)
     evidence: tuple[Mapping[str, Any], ...] = ()
     verification: tuple[Mapping[str, Any], ...] = ()
@@ -123,48 +103,16 @@ class ChangesetRequest:
             out[name] = self.provenance.get(name, "")
         out.update({
             "message": self.message, "idempotency_key": self.idempotency_key,
-            "ops": [op.to_wire() for op in self.ops],
-            "evidence": [_sorted(e) for e in self.evidence],
-            "verification": [_sorted(v) for v in self.verification],
+            "ops": [_request_op(i, op) for i, op in enumerate(self.ops)],
+            "evidence": [sort_keys(e) for e in self.evidence],
+            "verification": [sort_keys(v) for v in self.verification],
             "expected_head": self.expected_head or "", "advance_ref": self.advance_ref,
             "create_ref_if_missing": self.create_ref_if_missing, "protected": self.protected,
         })
         return out
 
-    def request_digest(self) -> str:
-        """SHA-256 hex of the normalised request; decides idempotent replay vs. 409."""
-        return hashlib.sha256(canonical.encode(self.digest_fields())).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class GitChangeset:
-    """A changeset as Memory Git reads it: a view of the service's one changeset model.
-
-    Stored changesets are :class:`palimpsest.service.model.Changeset` documents whose id is
-    their integrity digest (:mod:`palimpsest.service.history`); this view only adds op
-    ordinals and the Memory Git field names. :mod:`gitservice` converts both ways.
-    """
-
-    changeset_id: str
-    project_id: str
-    ref_name: str
-    parent_ids: tuple[str, ...]
-    author_principal: str
-    message: str
-    created_at: str
-    idempotency_key: str
-    ops: tuple[GitOp, ...]
-    provenance: Mapping[str, str] = field(default_factory=dict)
-    evidence: tuple[Mapping[str, Any], ...] = ()
-    verification: tuple[Mapping[str, Any], ...] = ()
-
-    @property
-    def integrity_digest(self) -> str:
-        """The id is the integrity digest (verified on every read)."""
-        return self.changeset_id
-
     def extra(self) -> dict[str, Any]:
-        """Optional fields as the stored document carries them (only when set)."""
+        """The optional changeset fields this request sets (provenance, evidence, …)."""
         out: dict[str, Any] = {k: v for k, v in self.provenance.items() if v}
         if self.evidence:
             out["evidence"] = [dict(e) for e in self.evidence]
@@ -173,13 +121,16 @@ class GitChangeset:
         return out
 
 
-def _sorted(value: Any) -> Any:
-    """Recursively sort mapping keys (Go marshals maps in key order)."""
-    if isinstance(value, Mapping):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    if isinstance(value, list | tuple):
-        return [_sorted(v) for v in value]
-    return value
+def _request_op(ordinal: int, op: Op) -> dict[str, Any]:
+    """An op as the request digest names it (struct order, Go ``omitempty``)."""
+    out: dict[str, Any] = {"ordinal": ordinal, "op_type": op.op_type}
+    if op.target:
+        out["target_event_id"] = op.target
+    if op.result:
+        out["resulting_event_id"] = op.result
+    if op.payload:
+        out["payload"] = sort_keys(op.payload)
+    return out
 
 
 # --- boundary validation ---------------------------------------------------------------------
@@ -227,7 +178,7 @@ def _normalise_payload(op_type: str, payload: Any, where: str) -> dict[str, Any]
             out[key] = value
         else:
             out[key] = _string(value, name, MAX_LONG if key in _LONG_KEYS else MAX_STRING)
-    if len(canonical.encode(_sorted(out))) > MAX_PAYLOAD:
+    if len(canonical.encode(sort_keys(out))) > MAX_PAYLOAD:
         raise _bad(f"{where}.payload exceeds {MAX_PAYLOAD} bytes", code="too-large")
     return out
 
@@ -246,7 +197,7 @@ def _confidence(value: Any, name: str) -> int | float:
     return float(value)
 
 
-def parse_ops(raw: Any) -> tuple[GitOp, ...]:
+def parse_ops(raw: Any) -> tuple[Op, ...]:
     """Validate the ``ops`` array shape, keys and caps; ordinals become the 0-based index.
 
     Raises:
@@ -256,7 +207,7 @@ def parse_ops(raw: Any) -> tuple[GitOp, ...]:
         raise _bad("ops must be a non-empty array", code="empty-ops")
     if len(raw) > MAX_OPS:
         raise _bad(f"a changeset holds at most {MAX_OPS} ops", code="too-large")
-    ops: list[GitOp] = []
+    ops: list[Op] = []
     for index, item in enumerate(raw):
         where = f"ops[{index}]"
         if not isinstance(item, dict):
@@ -271,13 +222,12 @@ def parse_ops(raw: Any) -> tuple[GitOp, ...]:
         ordinal = item.get("ordinal", index)
         if isinstance(ordinal, bool) or not isinstance(ordinal, int) or ordinal < 0:
             raise _bad(f"{where}.ordinal must be a non-negative integer")
-        ops.append(GitOp(
-            ordinal=index, op_type=op_type,
-            target_event_id=_string(item.get("target_event_id"), f"{where}.target_event_id")
+        ops.append(Op(
+            op_type=op_type,
+            target=_string(item.get("target_event_id"), f"{where}.target_event_id") or None,
+            payload=_normalise_payload(op_type, item.get("payload"), where) or {},
+            result=_string(item.get("resulting_event_id"), f"{where}.resulting_event_id")
             or None,
-            resulting_event_id=_string(item.get("resulting_event_id"),
-                                       f"{where}.resulting_event_id") or None,
-            payload=_normalise_payload(op_type, item.get("payload"), where),
         ))
     return tuple(ops)
 
@@ -308,7 +258,7 @@ def _attachments(raw: Any, name: str) -> tuple[Mapping[str, Any], ...]:
     for item in raw:
         if not isinstance(item, dict) or not all(isinstance(v, str) for v in item.values()):
             raise _bad(f"{name} items must be objects of strings")
-        if len(canonical.encode(_sorted(item))) > MAX_LONG:
+        if len(canonical.encode(sort_keys(item))) > MAX_LONG:
             raise _bad(f"{name} item exceeds {MAX_LONG} bytes", code="too-large")
         out.append(dict(item))
     return tuple(out)
@@ -368,8 +318,7 @@ def parse_request(body: Any, *, author_principal: str) -> ChangesetRequest:
     )
 
 
-def assign_ids(project: str, author: str, key: str,
-               ops: tuple[GitOp, ...]) -> tuple[GitOp, ...]:
+def assign_ids(project: str, author: str, key: str, ops: tuple[Op, ...]) -> tuple[Op, ...]:
     """Fill ``resulting_event_id`` of creating ops from the payload ids or a stable derived id.
 
     ``add_memory``/``supersede_memory`` may name the new memory in ``memory_id``, ``event_id``
@@ -381,29 +330,30 @@ def assign_ids(project: str, author: str, key: str,
         InvalidInput: the named ids disagree.
     """
     out = []
-    for original in ops:
+    for ordinal, original in enumerate(ops):
         op = original
         if op.op_type in ("add_memory", "supersede_memory", "correct_memory"):
-            named = {v for v in (op.resulting_event_id,
-                                 (op.payload or {}).get("memory_id"),
+            named = {v for v in (op.result, (op.payload or {}).get("memory_id"),
                                  (op.payload or {}).get("event_id")) if v}
             if len(named) > 1:
-                raise _bad(f"ops[{op.ordinal}]: resulting_event_id, payload.memory_id and "
+                raise _bad(f"ops[{ordinal}]: resulting_event_id, payload.memory_id and "
                            "payload.event_id disagree")
-            result = named.pop() if named else derived_id(project, author, key, op.ordinal)
-            op = replace(op, resulting_event_id=result)
+            result = named.pop() if named else derived_id(project, author, key, ordinal)
+            op = replace(op, result=result)
         out.append(op)
     return tuple(out)
 
 
 def derived_id(project: str, author: str, key: str, ordinal: int) -> str:
-    """A memory id derived from where its op was written (stable under replay)."""
+    """A record id derived from where its op was written (stable under replay), in the one
+    record id scheme: ``hrec_`` + 26 lower-case base32 characters (128 bits)."""
     seed = canonical.encode([project, author, key, ordinal])
-    return "mem_" + hashlib.sha256(seed).hexdigest()[:24]
+    raw = base64.b32encode(hashlib.sha256(seed).digest()[:16]).decode("ascii")
+    return "hrec_" + raw.rstrip("=").lower()
 
 
 __all__ = [
     "ALLOWED_KEYS", "KINDS", "LOW_TRUST", "MAX_BODY", "OP_TYPES", "SCHEMA_VERSION",
-    "VISIBILITIES", "ChangesetRequest", "GitChangeset", "GitOp", "assign_ids",
-    "check_stored_op", "derived_id", "parse_ops", "parse_request",
+    "VISIBILITIES", "ChangesetRequest", "assign_ids", "check_stored_op", "derived_id",
+    "parse_ops", "parse_request",
 ]

@@ -6,6 +6,7 @@ from typing import Any
 
 from palimpsest.errors import NotFound
 from palimpsest.service import providers, wire
+from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
     ALL_PRIVILEGES,
@@ -226,5 +227,32 @@ def delete_grant(core: Core, caller: Caller, memory_id: str, grant_id: str,
                            apply, check)
 
 
-__all__ = ["create_memory", "delete_grant", "delete_memory", "get_memory", "list_grants",
-           "list_memories", "put_grant", "update_memory"]
+def nav_entry(m: Memory, records: int) -> Wire:
+    """A parent/child entry of a recall or listing response."""
+    return {"id": m.id, "name": m.name, "description": m.description,
+            "records": {"count": records}}
+
+
+def navigation(core: Core, view: View, m: Memory) -> Wire:
+    """``parent`` (only when readable) and the readable ``children``."""
+    kids = view.readable_children(m.id)
+    parent = m.parent_id if m.parent_id and view.can(m.parent_id, "read") else None
+    counts = core.store.record_counts([*kids, *([parent] if parent else [])])
+    out: Wire = {"children": [nav_entry(view.tree.nodes[c], counts[c]) for c in kids]}
+    if parent is not None:
+        out["parent"] = nav_entry(view.tree.nodes[parent], counts[parent])
+    return out
+
+
+__all__ = [
+    "create_memory",
+    "delete_grant",
+    "delete_memory",
+    "get_memory",
+    "list_grants",
+    "list_memories",
+    "nav_entry",
+    "navigation",
+    "put_grant",
+    "update_memory",
+]

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitservice import SHARED_MAIN, member_of, to_core
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.repository import SHARED_MAIN, member_of
 
 # UHP record types → Memory Git kinds (memory-git.md §4 closes the kind vocabulary).
 _KINDS = {"fact": "fact", "note": "observation", "episode": "observation",
@@ -112,7 +112,7 @@ class ReviewedWrites:
             if dict(done.ops[0].payload or {}) != payload or proposal_key is None:
                 raise Conflict("this Idempotency-Key was used for a different write",
                                code="idempotency_mismatch", hint="use a new Idempotency-Key")
-            return _pending(project, ref, to_core(done).to_wire(), proposal_key[0])
+            return _pending(project, ref, done.to_wire(), proposal_key[0])
         if git.store.ref(project, ref) is None:
             shared = git.ref_or_404(project, SHARED_MAIN)["head_changeset_id"]
             git.create_branch(principal, project, {"ref_name": ref,
@@ -132,7 +132,7 @@ class ReviewedWrites:
         proposal, _ = self.flow.propose(principal, project, {
             "source_ref": ref, "target_ref": SHARED_MAIN,
             "head_changeset_id": changeset["changeset_id"],
-            "idempotency_key": key, "message": payload.get("summary", "")})
+            "idempotency_key": key, "message": "reviewed write"})  # no content outside the op
         return _pending(project, ref, changeset, proposal["proposal_id"])
 
 

@@ -19,13 +19,14 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitservice import GitService, member_of
-from palimpsest.service.mergeauth import KeyRing
-from palimpsest.service.model import forbidden, not_found
-from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.repository import GitService, Projector, member_of
+from palimpsest.service.model import Caller, Wire, forbidden, not_found
+from palimpsest.service.storage.memorygit import GitStore
+from palimpsest.service.storage.sqlite import SqliteStore
 
 KEY_FILE = "merge-hmac.key"
 
@@ -51,11 +52,30 @@ def load_key_ring(data_dir: Path, environ: Mapping[str, str] | None = None) -> K
     return KeyRing({"local": path.read_text(encoding="ascii").strip().encode("ascii")})
 
 
+class Host(Protocol):
+    """What Memory Git needs of the memory service; the facade
+    (:class:`palimpsest.service.memories.MemoryService`) is one, without this module ever
+    importing it (the facade opens Memory Git, so the arrow points from it to here)."""
+
+    @property
+    def data_dir(self) -> Path:
+        """Where the merge key file lives when no key is configured."""
+
+    def memory_git_backend(self) -> tuple[SqliteStore, Projector]:
+        """The shared store and the projector of accepted changesets."""
+
+    def caller(self, member_id: str) -> Caller:
+        """The caller a member id stands for."""
+
+    def get_memory(self, caller: Caller, memory_id: str) -> Wire:
+        """The memory as this caller sees it (raises memory_not_found otherwise)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ServiceAccess:
     """Grant checks through the memory service's public facade (a project is a memory)."""
 
-    svc: Any  # MemoryService; typed loosely so this module never imports the facade
+    svc: Host
 
     def require(self, principal: str, project: str, privilege: str) -> None:
         """Raise NotFound/Forbidden exactly as the UHP routes would."""
@@ -68,19 +88,16 @@ class ServiceAccess:
             raise forbidden(privilege)  # exactly the UHP routes' refusal
 
 
-def open_flow(svc: Any, legacy_access: Any = None, ring: KeyRing | None = None) -> ReviewFlow:
+def open_flow(svc: Host, ring: KeyRing | None = None) -> ReviewFlow:
     """Memory Git over the memory service's own database (a project is a memory).
 
     Changesets and refs are the service's; a merge into ``refs/shared/main`` projects the merged
-    changesets into records and the search index in the same transaction. The older call
-    ``open_flow(data_dir, ServiceAccess(svc))`` is still accepted.
+    changesets into records and the search index in the same transaction.
     """
-    if isinstance(legacy_access, ServiceAccess):
-        svc = legacy_access.svc
     store, projector = svc.memory_git_backend()
     git = GitService(GitStore(store), ServiceAccess(svc), projector=projector)
     data_dir = Path(svc.data_dir)
     return ReviewFlow(git, ring or (lambda: load_key_ring(data_dir)))
 
 
-__all__ = ["KEY_FILE", "ServiceAccess", "load_key_ring", "open_flow"]
+__all__ = ["KEY_FILE", "Host", "ServiceAccess", "load_key_ring", "open_flow"]

@@ -12,7 +12,7 @@ Ref namespaces and who may write them — enforced here, not by clients (memory-
 - ``refs/topics/*`` and ``refs/repos/*``: anyone with ``write`` may create one; only its creator
   may move it.
 
-Proposals, reviews and merges live in :mod:`palimpsest.service.gitflow`.
+Proposals, reviews and merges live in :mod:`palimpsest.service.memorygit.flow`.
 """
 
 from __future__ import annotations
@@ -24,22 +24,16 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service import gitproject, history
-from palimpsest.service.gitops import (
-    ChangesetRequest,
-    GitChangeset,
-    GitOp,
-    assign_ids,
-    parse_request,
-)
-from palimpsest.service.gitproject import Projection
+from palimpsest.service import history
+from palimpsest.service.memorygit import projection as gitproject
+from palimpsest.service.memorygit.ops import ChangesetRequest, assign_ids, parse_request
+from palimpsest.service.memorygit.projection import Projection
 from palimpsest.service.model import Changeset, Op
-from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.storage.protocol import ReviewStore
 
 SHARED_MAIN = "refs/shared/main"
 _CACHED_CHANGESETS = 50_000  # verified, immutable changesets kept in memory
@@ -57,6 +51,12 @@ class Access(Protocol):
         """Raise NotFound (unknown or unseen project) or Forbidden (missing privilege)."""
 
 
+def hidden(kind: str) -> NotFound:
+    """The one answer for an unknown id and for an object of a memory the caller may not see
+    (same code, same message: the two can never be told apart)."""
+    return NotFound(f"no such {kind} within your reach", code=f"{kind}-not-found")
+
+
 def new_id(now_ns: int) -> str:
     """A UUIDv7 string: 48-bit millisecond time, version 7, variant 10, random rest."""
     ms = now_ns // 1_000_000
@@ -65,40 +65,6 @@ def new_id(now_ns: int) -> str:
     value |= 0b10 << 62 | rand & ((1 << 62) - 1)
     text = f"{value:032x}"
     return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
-
-
-def to_core(cs: GitChangeset) -> Changeset:
-    """The service model of a Memory Git changeset (the id is left as is)."""
-    ops = tuple(Op(op.op_type, op.target_event_id, dict(op.payload or {}), op.resulting_event_id)
-                for op in cs.ops)
-    return Changeset(cs.changeset_id, cs.project_id, cs.ref_name, cs.parent_ids,
-                     cs.author_principal, cs.message, cs.created_at, cs.idempotency_key, ops,
-                     cs.extra())
-
-
-def from_core(cs: Changeset) -> GitChangeset:
-    """The Memory Git view of a stored changeset (any op type, UHP ones included)."""
-    ops = tuple(GitOp(i, op.op_type, op.target, op.result, dict(op.payload))
-                for i, op in enumerate(cs.ops))
-    extra = dict(cs.extra)
-    return GitChangeset(
-        changeset_id=cs.id, project_id=cs.memory_id, ref_name=cs.ref_name,
-        parent_ids=cs.parent_ids, author_principal=cs.author, message=cs.message,
-        created_at=cs.created_at, idempotency_key=cs.idempotency_key, ops=ops,
-        provenance={k: v for k, v in extra.items() if isinstance(v, str)},
-        evidence=tuple(extra.get("evidence", ())),
-        verification=tuple(extra.get("verification", ())))
-
-
-def seal(cs: GitChangeset) -> GitChangeset:
-    """Validate every op again and give the changeset its id: its integrity digest."""
-    core = to_core(cs)
-    for op in core.ops:
-        history.validate_op(op)
-    cid = history.digest(history.content_of(core.memory_id, core.ref_name, core.parent_ids,
-                                            core.author, core.message, core.idempotency_key,
-                                            core.ops, core.extra))
-    return replace(cs, changeset_id=cid)
 
 
 def iso(now_ns: int) -> str:
@@ -140,9 +106,9 @@ def may_create(principal: str, name: str) -> bool:
 
 
 class GitService:
-    """Memory Git over a :class:`GitStore`, an access check and a clock."""
+    """Memory Git over a :class:`ReviewStore`, an access check and a clock."""
 
-    def __init__(self, store: GitStore, access: Access, clock: Clock | None = None,
+    def __init__(self, store: ReviewStore, access: Access, clock: Clock | None = None,
                  projector: Projector | None = None) -> None:
         """Wire the service; ``clock`` returns epoch nanoseconds (tests pass a fake one).
 
@@ -154,15 +120,34 @@ class GitService:
         self.clock: Clock = clock or time.time_ns
         self.projector = projector
         self._lock = threading.Lock()
-        self._verified: OrderedDict[str, GitChangeset] = OrderedDict()
+        self._verified: OrderedDict[str, Changeset] = OrderedDict()
         self._heads: OrderedDict[tuple[str, str], Projection] = OrderedDict()
+        self._erase_gen = -1  # caches hold payloads: an erase anywhere empties them
 
     # --- helpers --------------------------------------------------------------------------
+    def require_visible(self, principal: str, project: str, privilege: str, kind: str) -> None:
+        """Access to an object reached by its own id: a memory the caller cannot see answers
+        exactly as an unknown id does (:func:`hidden`)."""
+        try:
+            self.access.require(principal, project, privilege)
+        except NotFound:
+            raise hidden(kind) from None
+
     def now(self) -> str:
         """The current time as RFC 3339."""
         return iso(self.clock())
 
-    def load(self, changeset_id: str) -> GitChangeset:
+    def _fresh(self) -> None:
+        """Drop cached changesets and projections when an erase happened since they were read
+        (by this process or another): an erased payload is never served from memory."""
+        gen = self.store.erase_generation()
+        if gen != self._erase_gen:
+            with self._lock:
+                self._verified.clear()
+                self._heads.clear()
+                self._erase_gen = gen
+
+    def load(self, changeset_id: str) -> Changeset:
         """A verified changeset (integrity digest recomputed when read from storage).
 
         Changesets are immutable and named by their digest, so a verified one is kept in a
@@ -171,17 +156,26 @@ class GitService:
         Raises:
             NotFound: no such changeset. Unavailable: the stored document fails its digest.
         """
+        self._fresh()
+        return self._load(changeset_id)
+
+    def _walker(self) -> Callable[[str], Changeset]:
+        """The loader of a walk over history: freshness checked once for the whole walk."""
+        self._fresh()
+        return self._load
+
+    def _load(self, changeset_id: str) -> Changeset:
         if not isinstance(changeset_id, str) or not 0 < len(changeset_id) <= 128:
-            raise NotFound("no such changeset", code="changeset-not-found")
+            raise hidden("changeset")
         with self._lock:
             hit = self._verified.get(changeset_id)
             if hit is not None:
                 self._verified.move_to_end(changeset_id)
                 return hit
-        doc = self.store.changeset_doc(changeset_id)
-        if doc is None:
-            raise NotFound(f"no changeset {changeset_id[:80]!r}", code="changeset-not-found")
-        cs = from_core(history.verify(history.from_wire(doc)))
+        found = self.store.changeset(changeset_id)
+        if found is None:
+            raise hidden("changeset")
+        cs = history.verify(found)
         with self._lock:
             self._verified[changeset_id] = cs
             while len(self._verified) > _CACHED_CHANGESETS:
@@ -206,7 +200,7 @@ class GitService:
         if self.projector is None or not new_head:
             return
         for cs in self.only_in(new_head, old_head):
-            self.projector(to_core(cs))
+            self.projector(cs)
 
     def ref_or_404(self, project: str, name: str) -> dict[str, Any]:
         """The ref, or NotFound."""
@@ -215,17 +209,16 @@ class GitService:
             raise NotFound(f"ref {name} does not exist in this project", code="ref-not-found")
         return ref
 
-    def in_project(self, project: str, changeset_id: str) -> GitChangeset:
+    def in_project(self, project: str, changeset_id: str) -> Changeset:
         """A changeset that must belong to ``project`` (cross-project ids look absent)."""
         cs = self.load(changeset_id)
-        if cs.project_id != project:
-            raise NotFound(f"no changeset {changeset_id!r} in this project",
-                           code="changeset-not-found")
+        if cs.memory_id != project:
+            raise hidden("changeset")
         return cs
 
     def ancestors(self, head: str | None) -> set[str]:
         """Every changeset id reachable from ``head`` (itself included)."""
-        return {cs.changeset_id for cs in gitproject.walk(head, self.load)}
+        return {cs.id for cs in gitproject.walk(head, self._walker())}
 
     def project(self, project: str, head: str | None) -> Projection:
         """The projection of ``head`` (a private copy the caller may change).
@@ -236,6 +229,7 @@ class GitService:
         """
         if head is None:
             return Projection(project)
+        self._fresh()
         state = self._cached(project, head)
         if state is None:
             cs = self.load(head)
@@ -244,7 +238,7 @@ class GitService:
                 state = parent.copy()
                 gitproject.apply_changeset(state, cs)
             else:
-                state = gitproject.project_head(project, head, self.load)
+                state = gitproject.project_head(project, head, self._walker())
             self._remember(project, head, state)
         return state.copy()
 
@@ -252,12 +246,12 @@ class GitService:
         """The projection of the union of ``parents`` (merge commits have several)."""
         if len(parents) <= 1:
             return self.project(project, parents[0] if parents else None)
-        order: list[GitChangeset] = []
+        order: list[Changeset] = []
         seen: set[str] = set()
         for parent in parents:
-            for cs in gitproject.walk(parent, self.load):
-                if cs.changeset_id not in seen:
-                    seen.add(cs.changeset_id)
+            for cs in gitproject.walk(parent, self._walker()):
+                if cs.id not in seen:
+                    seen.add(cs.id)
                     order.append(cs)
         return gitproject.replay(project, order)
 
@@ -287,17 +281,16 @@ class GitService:
         existing = self.store.ref(project, SHARED_MAIN)
         if existing is not None:
             head = existing["head_changeset_id"]
-            return {"changeset": to_core(self.load(head)).to_wire() if head else None,
+            return {"changeset": self.load(head).to_wire() if head else None,
                     "ref": existing}
         now_ns = self.clock()
-        root = seal(GitChangeset(changeset_id="", project_id=project, ref_name=SHARED_MAIN,
-                                 parent_ids=(), author_principal="system", message="root",
-                                 created_at=iso(now_ns), idempotency_key="legacy-root", ops=()))
+        root = history.make_changeset(project, SHARED_MAIN, (), "system", "root", "legacy-root",
+                                      (), iso(now_ns))
         with contextlib.suppress(Conflict):  # a concurrent init won; read what it made
-            self.store.commit(to_core(root).to_wire(), request_digest=None, advance=True,
-                              expected_head=None, create_ref=(True, "system"), now=iso(now_ns))
+            self.store.commit(root, request_digest=None, advance=True, expected_head=None,
+                              create_ref=(True, "system"), now=iso(now_ns))
         ref = self.ref_or_404(project, SHARED_MAIN)
-        return {"changeset": to_core(self.load(ref["head_changeset_id"])).to_wire(), "ref": ref}
+        return {"changeset": self.load(ref["head_changeset_id"]).to_wire(), "ref": ref}
 
     def list_refs(self, principal: str, project: str) -> list[dict[str, Any]]:
         """Every ref of the project."""
@@ -353,16 +346,14 @@ class GitService:
         req = parse_request(body, author_principal=principal)
         check_ref_name(req.ref_name)
         self.access.require(principal, req.project_id, "write")
-        digest = req.request_digest()
+        digest = history.request_digest("changeset", req.project_id, req.digest_fields())
         prior = self.store.changeset_by_key(req.project_id, principal, req.idempotency_key)
         if prior is not None:
-            if prior[1] != digest:
-                raise Conflict("this idempotency key was used for a different request",
-                               code="idempotency_mismatch", hint="use a new idempotency key")
-            return to_core(self.load(prior[0])).to_wire(), False
-        return to_core(self._commit(principal, req, digest)).to_wire(), True
+            history.check_replay(prior[1], digest)
+            return self.load(prior[0]).to_wire(), False
+        return self._commit(principal, req, digest).to_wire(), True
 
-    def _commit(self, principal: str, req: ChangesetRequest, digest: str) -> GitChangeset:
+    def _commit(self, principal: str, req: ChangesetRequest, digest: str) -> Changeset:
         ref = self.store.ref(req.project_id, req.ref_name)
         protected = is_protected(req.ref_name) or req.protected
         if req.advance_ref:
@@ -401,47 +392,41 @@ class GitService:
             self.in_project(req.project_id, parent)
         now_ns = self.clock()
         ops = assign_ids(req.project_id, principal, req.idempotency_key, req.ops)
-        cs = seal(GitChangeset(changeset_id="", project_id=req.project_id,
-                               ref_name=req.ref_name, parent_ids=parents,
-                               author_principal=principal, message=req.message,
-                               created_at=iso(now_ns), idempotency_key=req.idempotency_key,
-                               ops=ops, provenance=req.provenance, evidence=req.evidence,
-                               verification=req.verification))
-        # Second validation, over the exact values about to become immutable.
+        # Second validation (make_changeset), over the exact values about to become immutable.
+        cs = history.make_changeset(req.project_id, req.ref_name, parents, principal,
+                                    req.message, req.idempotency_key, ops, iso(now_ns),
+                                    req.extra())
         state = self.project_parents(req.project_id, parents)
         gitproject.apply_changeset(state, cs)
-        self.store.commit(to_core(cs).to_wire(), request_digest=digest,
-                          advance=req.advance_ref,
+        self.store.commit(cs, request_digest=digest, advance=req.advance_ref,
                           expected_head=current,
                           create_ref=(False, principal) if ref is None else None,
                           now=iso(now_ns))
-        self._remember(req.project_id, cs.changeset_id, state)
+        self._remember(req.project_id, cs.id, state)
         return cs
 
     def commit_server(self, principal: str, project: str, ref_name: str, *,
                       parents: tuple[str, ...], message: str, key: str,
-                      ops: tuple[Any, ...] = ()) -> GitChangeset:
+                      ops: tuple[Op, ...] = ()) -> Changeset:
         """A server-made changeset that does not advance its ref (merge commit, cherry-pick).
 
         Raises:
             InvalidInput: the combined history does not replay (e.g. both sides add one id).
         """
         now_ns = self.clock()
-        cs = seal(GitChangeset(changeset_id="", project_id=project, ref_name=ref_name,
-                               parent_ids=parents, author_principal=principal, message=message,
-                               created_at=iso(now_ns), idempotency_key=key,
-                               ops=assign_ids(project, principal, key, tuple(ops))))
+        cs = history.make_changeset(project, ref_name, parents, principal, message, key,
+                                    assign_ids(project, principal, key, tuple(ops)),
+                                    iso(now_ns))
         gitproject.apply_changeset(self.project_parents(project, parents), cs)
-        self.store.commit(to_core(cs).to_wire(), request_digest=None, advance=False,
-                          expected_head=None,
+        self.store.commit(cs, request_digest=None, advance=False, expected_head=None,
                           create_ref=None, now=iso(now_ns))
         return cs
 
     def get_changeset(self, principal: str, changeset_id: str) -> dict[str, Any]:
         """One changeset (integrity verified on read)."""
         cs = self.load(changeset_id)
-        self.access.require(principal, cs.project_id, "read")
-        return to_core(cs).to_wire()
+        self.require_visible(principal, cs.memory_id, "read", "changeset")
+        return cs.to_wire()
 
     def log(self, principal: str, project: str, ref: str, limit: int = 20) -> dict[str, Any]:
         """Changesets reachable from a ref head, newest first (limit ≤ 200)."""
@@ -449,8 +434,8 @@ class GitService:
         if not 1 <= limit <= 200:
             raise InvalidInput("limit must be between 1 and 200", code="invalid-limit")
         head = self.ref_or_404(project, check_ref_name(ref))["head_changeset_id"]
-        changes = list(reversed(gitproject.walk(head, self.load)))[:limit]
-        return {"changesets": [to_core(cs).to_wire() for cs in changes], "project": project,
+        changes = list(reversed(gitproject.walk(head, self._walker())))[:limit]
+        return {"changesets": [cs.to_wire() for cs in changes], "project": project,
                 "ref": ref}
 
     def reachable_head(self, project: str, ref: str, head: str | None) -> str | None:
@@ -502,22 +487,22 @@ class GitService:
         """A stored context manifest."""
         doc = self.store.manifest(manifest_id)
         if doc is None:
-            raise NotFound("no such manifest", code="manifest-not-found")
-        self.access.require(principal, doc["project_id"], "read")
+            raise hidden("manifest")
+        self.require_visible(principal, doc["project_id"], "read", "manifest")
         return doc
 
     def merge_base(self, left: str | None, right: str) -> str | None:
         """The newest common ancestor (by walk order of ``right``)."""
         left_set = self.ancestors(left)
-        common = [cs.changeset_id for cs in gitproject.walk(right, self.load)
-                  if cs.changeset_id in left_set]
+        common = [cs.id for cs in gitproject.walk(right, self._walker())
+                  if cs.id in left_set]
         return common[-1] if common else None
 
-    def only_in(self, head: str, base: str | None) -> list[GitChangeset]:
+    def only_in(self, head: str, base: str | None) -> list[Changeset]:
         """Changesets reachable from ``head`` but not from ``base``, roots first."""
         skip = self.ancestors(base)
-        return [cs for cs in gitproject.walk(head, self.load) if cs.changeset_id not in skip]
+        return [cs for cs in gitproject.walk(head, self._walker()) if cs.id not in skip]
 
 
-__all__ = ["SHARED_MAIN", "Access", "GitService", "Projector", "check_ref_name", "from_core",
-           "is_protected", "iso", "may_create", "member_of", "new_id", "seal", "to_core"]
+__all__ = ["SHARED_MAIN", "Access", "GitService", "Projector", "check_ref_name", "hidden",
+           "is_protected", "iso", "may_create", "member_of", "new_id"]

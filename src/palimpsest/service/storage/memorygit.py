@@ -1,11 +1,12 @@
 """SQLite storage of Memory Git, inside the service's one database.
 
-Changesets and refs are the service's own tables (``changesets``, ``refs`` of
-:mod:`.sqlite`): one history per memory, whatever wrote it. Memory Git adds sibling tables for
-what only review needs — request digests of Memory Git commits (idempotency), proposals,
-reviews, single-use merge nonces, the protected-advance ledger, manifests, conflicts and review
-settings. Every write runs in :meth:`SqliteStore.write` (one ``BEGIN IMMEDIATE``; nested calls
-join the outer transaction), and compare-and-swap is re-checked *inside* it.
+Changesets, refs and idempotency are the service's own tables (``changesets``, ``refs``,
+``idempotency`` of :mod:`.sqlite`): one history per memory, whatever wrote it, and one table of
+idempotency keys (a Memory Git commit's key is ``changeset <key>`` in its project's scope, a
+proposal's ``proposal <key>``). Memory Git adds sibling tables for what only review needs —
+proposals, reviews, single-use merge nonces, the protected-advance ledger, manifests, conflicts
+and review settings. Every write runs in :meth:`SqliteStore.write` (one ``BEGIN IMMEDIATE``;
+nested calls join the outer transaction), and compare-and-swap is re-checked *inside* it.
 
 The protected-ref merge (:meth:`GitStore.advance_protected`) inserts the single-use nonce, moves
 the ref, records the advance and closes the proposal in the caller's transaction, which also
@@ -21,22 +22,18 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Any
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, NotFound
+from palimpsest.service.model import Changeset
 from palimpsest.service.storage.sqlite import SqliteStore
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS mg_requests (
-  project_id TEXT NOT NULL, author TEXT NOT NULL, idempotency_key TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, request_digest TEXT,
-  PRIMARY KEY (project_id, author, idempotency_key));
 CREATE TABLE IF NOT EXISTS mg_proposals (
   proposal_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, originator TEXT NOT NULL,
-  idempotency_key TEXT, request_digest TEXT, status TEXT NOT NULL, doc TEXT NOT NULL,
-  seq INTEGER NOT NULL,
-  UNIQUE (project_id, originator, idempotency_key));
+  status TEXT NOT NULL, doc TEXT NOT NULL, seq INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS mg_reviews (
   review_id TEXT PRIMARY KEY, proposal_id TEXT NOT NULL, doc TEXT NOT NULL,
   seq INTEGER NOT NULL);
@@ -57,6 +54,17 @@ CREATE TABLE IF NOT EXISTS mg_settings (
 CREATE TABLE IF NOT EXISTS mg_seq (id INTEGER PRIMARY KEY CHECK (id = 1), value INTEGER);
 INSERT OR IGNORE INTO mg_seq VALUES (1, 0);
 """
+
+
+def changeset_key(key: str) -> str:
+    """Where a Memory Git commit's in-body idempotency key lives in the one idempotency table
+    (a space: no ``Idempotency-Key`` header can name it, so no UHP key can collide)."""
+    return f"changeset {key}"
+
+
+def proposal_key(key: str) -> str:
+    """Where a proposal's in-body idempotency key lives (see :func:`changeset_key`)."""
+    return f"proposal {key}"
 
 
 def _dump(doc: Any) -> str:
@@ -102,18 +110,24 @@ class GitStore:
         with self.store.read():
             return self._db.execute(sql, args).fetchall()
 
-    def changeset_doc(self, changeset_id: str) -> dict[str, Any] | None:
-        """The stored document of a changeset (the caller verifies its digest)."""
+    def changeset(self, changeset_id: str) -> Changeset | None:
+        """A stored changeset with its payloads (the caller verifies its digest)."""
         with self.store.read():
-            return self.store.changeset_doc(changeset_id)
+            return self.store.changeset(changeset_id)
 
-    def changeset_by_key(self, project: str, author: str,
-                         key: str) -> tuple[str, str | None] | None:
+    def erase_generation(self) -> int:
+        """Bumped by every erase: caches of history must be dropped when it moves."""
+        with self.store.read():
+            return self.store.erase_generation()
+
+    def _by_key(self, principal: str, scope: str, key: str) -> tuple[str, str] | None:
+        with self.store.read():
+            found = self.store.replay(principal, scope, key)
+        return (str(found[1]["id"]), found[0]) if found is not None else None
+
+    def changeset_by_key(self, project: str, author: str, key: str) -> tuple[str, str] | None:
         """``(changeset_id, request_digest)`` of a Memory Git commit under a key, if any."""
-        row = self._one("SELECT changeset_id, request_digest FROM mg_requests WHERE "
-                        "project_id = ? AND author = ? AND idempotency_key = ?",
-                        (project, author, key))
-        return (row[0], row[1]) if row else None
+        return self._by_key(author, project, changeset_key(key))
 
     def projects(self) -> list[str]:
         """Every project with at least one ref."""
@@ -138,13 +152,21 @@ class GitStore:
         row = self._one("SELECT doc FROM mg_proposals WHERE proposal_id = ?", (proposal_id,))
         return dict(_load(row[0])) if row else None
 
-    def proposal_by_key(self, project: str, originator: str,
-                        key: str) -> tuple[str, str | None] | None:
+    def proposal_by_key(self, project: str, originator: str, key: str) -> tuple[str, str] | None:
         """``(proposal_id, request_digest)`` stored under an idempotency key, if any."""
-        row = self._one("SELECT proposal_id, request_digest FROM mg_proposals WHERE "
-                        "project_id = ? AND originator = ? AND idempotency_key = ?",
-                        (project, originator, key))
-        return (row[0], row[1]) if row else None
+        return self._by_key(originator, project, proposal_key(key))
+
+    def _claim(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
+               object_id: str, now: str) -> None:
+        """Record a key's first use in the one idempotency table; a concurrent first use of
+        the same key is a conflict (the unique key decides, in SQLite as in a server DB)."""
+        try:
+            self._db.execute("INSERT INTO idempotency VALUES (?,?,?,?,?,?)",
+                             (principal, scope, key, digest,
+                              canonical.encode({"id": object_id}), _epoch_ms(now)))
+        except sqlite3.IntegrityError as exc:
+            raise Conflict("a concurrent request used this idempotency key",
+                           code="idempotency_race", hint="retry to read the winner") from exc
 
     def proposals(self, project: str, status: str | None) -> list[dict[str, Any]]:
         """Proposals of a project, newest first."""
@@ -196,20 +218,20 @@ class GitStore:
                        (project, name, head, int(protected), created_by, now, now))
         return self.ref(project, name) or {}
 
-    def commit(self, doc: dict[str, Any], *, request_digest: str | None, advance: bool,
+    def commit(self, cs: Changeset, *, request_digest: str | None, advance: bool,
                expected_head: str | None, create_ref: tuple[bool, str] | None,
                now: str) -> None:
-        """Store a changeset document and, when ``advance``, move its ref by CAS — atomically.
+        """Store a changeset and, when ``advance``, move its ref by CAS — atomically.
 
-        ``doc`` is the sealed changeset's wire form (its id is its digest). ``create_ref`` =
-        ``(protected, created_by)`` creates the ref when it is missing.
+        ``cs`` is sealed (its id is its digest). ``create_ref`` = ``(protected, created_by)``
+        creates the ref when it is missing.
 
         Raises:
             Conflict: ``cas_mismatch`` when the ref moved; ``idempotency_race`` when a
                 concurrent request stored the same key first.
             NotFound: the ref is missing and may not be created.
         """
-        project, name = doc["project_id"], doc["ref_name"]
+        project, name = cs.memory_id, cs.ref_name
         with self._tx() as db:
             row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
                              (project, name)).fetchone()
@@ -220,26 +242,17 @@ class GitStore:
                 if current != expected_head:
                     raise _cas(name, expected_head, current)
             if request_digest is not None:
-                try:
-                    db.execute("INSERT INTO mg_requests VALUES (?, ?, ?, ?, ?)",
-                               (project, doc["author_principal"], doc["idempotency_key"],
-                                doc["changeset_id"], request_digest))
-                except sqlite3.IntegrityError as exc:
-                    raise Conflict("a concurrent request used this idempotency key",
-                                   code="idempotency_race",
-                                   hint="retry to read the winner") from exc
-            self.store.insert_changeset(doc["changeset_id"], project, name,
-                                        doc["author_principal"], doc["idempotency_key"],
-                                        doc["created_at"], doc)
+                self._claim(cs.author, project, changeset_key(cs.idempotency_key),
+                            request_digest, cs.id, now)
+            self.store.insert_changeset(cs)
             if advance:
                 if row is None and create_ref is not None:
                     db.execute("INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (project, name, doc["changeset_id"], int(create_ref[0]),
-                                create_ref[1], now, now))
+                               (project, name, cs.id, int(create_ref[0]), create_ref[1], now,
+                                now))
                 else:
                     db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE "
-                               "memory_id = ? AND name = ?",
-                               (doc["changeset_id"], now, project, name))
+                               "memory_id = ? AND name = ?", (cs.id, now, project, name))
 
     def advance(self, project: str, name: str, expected: str | None, new: str,
                 now: str) -> None:
@@ -303,13 +316,12 @@ class GitStore:
                 db.execute("UPDATE mg_proposals SET status = ?, doc = ? WHERE proposal_id = ?",
                            (doc["status"], _dump(doc), doc["proposal_id"]))
                 return
-            try:
-                db.execute("INSERT INTO mg_proposals VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                           (doc["proposal_id"], doc["project_id"], doc["originator_principal"],
-                            key, request_digest, doc["status"], _dump(doc), self._next(db)))
-            except sqlite3.IntegrityError as exc:
-                raise Conflict("a concurrent request used this idempotency key",
-                               code="idempotency_race") from exc
+            if key is not None and request_digest is not None:
+                self._claim(doc["originator_principal"], doc["project_id"], proposal_key(key),
+                            request_digest, doc["proposal_id"], doc["created_at"])
+            db.execute("INSERT INTO mg_proposals VALUES (?, ?, ?, ?, ?, ?)",
+                       (doc["proposal_id"], doc["project_id"], doc["originator_principal"],
+                        doc["status"], _dump(doc), self._next(db)))
             for c in conflicts:
                 db.execute("INSERT OR IGNORE INTO mg_conflicts VALUES (?, ?, ?, ?, ?, ?)",
                            (c["conflict_id"], doc["proposal_id"], doc["project_id"],
@@ -402,6 +414,10 @@ class GitStore:
                        (head, project, name))
 
 
+def _epoch_ms(iso: str) -> int:
+    return int(datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp() * 1000)
+
+
 def _cas(name: str, expected: str | None, current: str | None) -> Conflict:
     return Conflict(f"{name} moved: expected head {expected or 'none'}, current head "
                     f"{current or 'none'}", code="cas_mismatch",
@@ -414,4 +430,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore"]
+__all__ = ["GitStore", "changeset_key", "proposal_key"]

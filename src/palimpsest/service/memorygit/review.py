@@ -17,12 +17,11 @@ the pinned fields below. The envelope only requires 64 lower-case hex characters
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, replace
 from typing import Any
 
-from palimpsest import canonical
 from palimpsest.errors import Conflict, Forbidden, InvalidInput
+from palimpsest.service import history
 
 VERDICTS = ("approve", "request_changes", "reject")
 SEVERITIES = ("info", "minor", "major", "critical")
@@ -57,7 +56,7 @@ class Proposal:
                   "target_ref": self.target_ref, "base_changeset_id": self.base_changeset_id,
                   "head_changeset_id": self.head_changeset_id, "originator": self.originator,
                   "selected_ops": list(self.selected_ops)}
-        return hashlib.sha256(canonical.encode(pinned)).hexdigest()
+        return history.digest(pinned)
 
     def to_wire(self) -> dict[str, Any]:
         """The proposal as the API returns it."""

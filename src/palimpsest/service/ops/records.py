@@ -6,20 +6,19 @@ to the projection and the search index in the same transaction.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from palimpsest.errors import Forbidden
-from palimpsest.search import rank
-from palimpsest.search.fts import match_terms
 from palimpsest.service import history, providers, wire
-from palimpsest.service import recall as rc
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
+from palimpsest.service.memorygit.records import carriers
 from palimpsest.service.model import (
     MEMORY_FORBIDDEN,
     Caller,
     ContentPart,
     FileBytes,
     FileRef,
-    Memory,
     Op,
     Principal,
     RecordBody,
@@ -29,6 +28,7 @@ from palimpsest.service.model import (
     record_not_found,
     unsupported,
 )
+from palimpsest.service.ops import tree
 
 
 def _resolve_parts(core: Core, caller_id: str,
@@ -44,9 +44,9 @@ def _resolve_parts(core: Core, caller_id: str,
         row = core.store.file(d.file_id)
         if row is None:
             raise invalid("content names a file that was not uploaded (POST /v1/files)")
-        if not providers.keeps_media(row["media_type"]):
-            raise unsupported(f"the provider does not keep {row['media_type']} files")
-        ref = FileRef(row["id"], row["name"], row["media_type"], row["bytes"], row["sha256"])
+        if not providers.keeps_media(row.media_type):
+            raise unsupported(f"the provider does not keep {row.media_type} files")
+        ref = FileRef(row.id, row.name, row.media_type, row.bytes, row.sha256)
         out.append(ContentPart("file", text=d.part.text, file=ref,
                                text_source=d.part.text_source, role=d.part.role))
     return tuple(out)
@@ -90,14 +90,26 @@ def remember(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | 
                             on_behalf_of, consolidation_id)
         return core.render(views[-1], rec)  # the view this transaction checked access with
 
-    return core.idempotent(caller, memory_id, "remember", body, key, apply, check)
+    def again(stored: Wire) -> Wire:
+        """The first answer once more: version 1 as it was written (history holds it)."""
+        if set(stored) != {"record"}:
+            return stored  # kept whole (a store migrated from an older version)
+        row = core.store.version_row(str(stored["record"]), 1)
+        if row is None:  # erased since (erase drops the reference too): nothing to answer
+            raise record_not_found()
+        first = replace(core.version(row), status="active", invalidated_at=None)
+        return core.render(views[-1] if views else core.view(caller), first)
+
+    # Kept for a replay: the record's id, not a second copy of what it says.
+    return core.idempotent(caller, memory_id, "remember", body, key, apply, check,
+                           keep=(lambda response: {"record": response["id"]}, again))
 
 
 def _current(core: Core, record_id: str, memory_id: str) -> RecordVersion:
     head = core.store.record_head(record_id)
-    if head is None or head["memory_id"] != memory_id:
+    if head is None or head.memory_id != memory_id:
         raise record_not_found()
-    row = core.store.version_row(record_id, head["version"])
+    row = core.store.version_row(record_id, head.version)
     if row is None:
         raise record_not_found()
     return core.version(row)
@@ -107,7 +119,7 @@ def _current_wire(core: Core, view: View, record_id: str) -> Wire:
     head = core.store.record_head(record_id)
     if head is None:
         raise record_not_found()
-    return core.render(view, _current(core, record_id, head["memory_id"]))
+    return core.render(view, _current(core, record_id, head.memory_id))
 
 
 def get_record(core: Core, caller: Caller, memory_id: str, record_id: str,
@@ -119,7 +131,7 @@ def get_record(core: Core, caller: Caller, memory_id: str, record_id: str,
         if at is None:
             return core.render(view, _current(core, record_id, memory_id))
         row = core.store.version_at(record_id, at)
-        if row is None or row["memory_id"] != memory_id:
+        if row is None or row.memory_id != memory_id:
             raise record_not_found()
         return core.render(view, core.version(row, as_of=at))
 
@@ -129,7 +141,7 @@ def record_history(core: Core, caller: Caller, memory_id: str, record_id: str) -
     with core.store.read():
         view, _ = core.resolve(caller, memory_id, "read")
         rows = core.store.versions(record_id)
-        if not rows or rows[0]["memory_id"] != memory_id:
+        if not rows or rows[0].memory_id != memory_id:
             raise record_not_found()
         return {"object": "list", "data": [core.render(view, core.version(r)) for r in rows]}
 
@@ -147,10 +159,10 @@ def record_content(core: Core, caller: Caller, memory_id: str, record_id: str,
         if part.type != "file" or part.file is None:
             raise record_not_found()
         row = core.store.file(part.file.id)
-        data = core.store.read_file_bytes(row["sha256"]) if row else None
+        data = core.store.read_file_bytes(row.sha256) if row else None
         if row is None or data is None:
             raise record_not_found()
-        return FileBytes(data, row["media_type"], row["name"])
+        return FileBytes(data, row.media_type, row.name)
 
 
 def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None, include: str,
@@ -174,7 +186,7 @@ def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None
             more = len(rows) > limit
             rows = rows[:limit]
             data = [core.render(view, core.version(r)) for r in rows]
-            nxt = str(rows[-1]["n"]) if more and rows else None
+            nxt = str(rows[-1].n) if more and rows else None
         else:
             offset = before or 0
             rows = core.store.list_at([memory_id], at, limit + 1 + 4 * limit, offset)
@@ -186,18 +198,7 @@ def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None
             nxt = str(offset + len(rows)) if len(rows) == limit + 1 + 4 * limit or more \
                 else None
         out: Wire = {"object": "list", "data": data, "next": nxt}
-        out.update(navigation(core, view, m))
-    return out
-
-
-def navigation(core: Core, view: View, m: Memory) -> Wire:
-    """``parent`` (only when readable) and the readable ``children``."""
-    kids = view.readable_children(m.id)
-    parent = m.parent_id if m.parent_id and view.can(m.parent_id, "read") else None
-    counts = core.store.record_counts([*kids, *([parent] if parent else [])])
-    out: Wire = {"children": [rc.nav_entry(view.tree.nodes[c], counts[c]) for c in kids]}
-    if parent is not None:
-        out["parent"] = rc.nav_entry(view.tree.nodes[parent], counts[parent])
+        out.update(tree.navigation(core, view, m))
     return out
 
 
@@ -287,16 +288,26 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
         erased: list[str] = []
         unreachable: list[str] = []
         ops: list[Op] = []
+        history_of = list(core.store.changesets(memory_id))
+        payloads: list[str] = []
+        names: set[str] = set()
         for rid in rids:
             head = core.store.record_head(rid)
-            if head is None or head["memory_id"] != memory_id:
+            if head is None or head.memory_id != memory_id:
                 unreachable.append(rid)  # not held here: nothing this call can guarantee
                 continue
             ops.append(Op("erase_record", rid,
                           history.writer_payload(core.now_iso(), caller.writer)))
-            erased.append(rid)
+            found, named, borrowed = carriers(history_of, rid)
+            payloads += found
+            names |= named
+            # a correction that kept another record's words: those bytes are that record's
+            (unreachable if borrowed else erased).append(rid)
         if ops:
             core.commit(memory_id, caller.writer, k, ops, "erase")
+            core.store.erase_payloads(payloads)
+            for name in sorted(names):
+                core.store.forget_responses(name)
         return {"object": "memory.erasure", "erased": erased, "unreachable": unreachable}
 
     out = core.idempotent(caller, memory_id, "erase", {"record_ids": rids}, key, apply, check)
@@ -329,131 +340,5 @@ def upload_file(core: Core, caller: Caller, data: bytes, name: str, media_type: 
     return core.idempotent(caller, "-files", "upload_file", request, key, apply)
 
 
-# --- recall --------------------------------------------------------------------------------
-def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
-    """``POST /v1/memories/{id}/recall`` over the readable subtree."""
-    req = wire.recall_request(body)
-    with core.store.read():
-        view, m = core.resolve(caller, memory_id, "read")
-        reach = view.readable_reach(memory_id, req.depth)
-        degraded = rc.degraded_for(req)
-        if len(reach) > providers.MAX_RECALL_MEMORIES:
-            reach = reach[:providers.MAX_RECALL_MEMORIES]
-            degraded.append(f"subtree:capped_at_{providers.MAX_RECALL_MEMORIES}_memories")
-        found, partial = search(core, req, reach)
-        if partial:
-            degraded.append(f"filters:scanned_{rc.SCAN_CAP}_candidates")
-        results = [{"record": core.render(view, rec),
-                    "memory": {"id": rec.memory_id, "name": view.tree.nodes[rec.memory_id].name},
-                    "score": score,
-                    "why": rc.why(req, lexical)} for rec, score, lexical in found]
-        out: Wire = {"object": "memory.recall", "results": results}
-        out.update(navigation(core, view, m))
-        out["degraded"] = degraded
-        out["abstain"] = not results
-    return out
-
-
-def search(core: Core, req: wire.RecallRequest, reach: list[str]
-           ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """Candidates → filters → re-rank → the first ``limit``; also returns whether a scan was
-    cut short (reported in ``degraded``)."""
-    statuses = ("active",) if req.include == "active" else ("active", "forgotten")
-    terms = rc.search_terms(req)
-    wanted = req.limit
-    out: list[tuple[RecordVersion, float | None, bool]] = []
-    if not reach:
-        return out, False
-    if req.as_of is not None:
-        return _scan_as_of(core, req, reach, terms, statuses)
-    if terms:
-        return _lexical(core, req, reach, terms, statuses)
-    # Filters alone: newest first, in chunks, until enough match or the scan cap is reached.
-    ns = core.store.newest_ns(reach, statuses, rc.SCAN_CAP + 1)
-    partial = len(ns) > rc.SCAN_CAP
-    ns = ns[:rc.SCAN_CAP]
-    for start in range(0, len(ns), 200):
-        rows = core.store.current_rows(ns[start:start + 200])
-        for row in sorted(rows, key=lambda r: -r["n"]):
-            rec = core.version(row)
-            if req.types is not None and rec.body.type not in req.types:
-                continue
-            if req.filters is not None and rc.matches(req.filters, rec):
-                out.append((rec, None, False))
-                if len(out) == wanted:
-                    return out, False
-    return out, partial
-
-
-def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-             statuses: tuple[str, ...]
-             ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.term_docs(terms)
-    kept, bounded = rc.bounded_terms(terms, dfs)
-    match = match_terms(kept, "any")
-    if match is None:
-        return [], False
-    want = rank.candidate_limit(req.limit)
-    cands: dict[str, rank.Candidate] = {}
-    loaded: dict[str, RecordVersion] = {}
-    scanned = 0
-    exhausted = False
-    while len(cands) < want and scanned < rc.SCAN_CAP:
-        hits = core.store.search(match, reach, statuses, req.types, want, scanned,
-                                 rc.POSTINGS_BOUND if bounded else None)
-        scanned += len(hits)
-        if req.filters is not None:
-            # Filters need the record itself; only then are candidates loaded before ranking.
-            rows = {r["n"]: r for r in core.store.current_rows([h[0] for h in hits])}
-        for hit in hits:
-            n, key = hit.n, str(hit.n)
-            if req.filters is not None:
-                row = rows.get(n)
-                if row is None:
-                    continue
-                rec = core.version(row)
-                if not rc.matches(req.filters, rec):
-                    continue
-                loaded[key] = rec
-            cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
-                                        analyzed=hit.text, thread=hit.thread)
-        if len(hits) < want or bounded:
-            exhausted = True
-            break
-    ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=rc.instant(core.now_ms()))
-    missing = [int(r.key) for r in ranked if r.key not in loaded]
-    for row in core.store.current_rows(missing):
-        loaded[str(row["n"])] = core.version(row)
-    out: list[tuple[RecordVersion, float | None, bool]] = [
-        (loaded[r.key], r.score, True) for r in ranked if r.key in loaded]
-    return out, not exhausted and len(out) < req.limit
-
-
-def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-                statuses: tuple[str, ...]
-                ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
-    """``as_of`` recall reads versions current at the instant (no index holds the past)."""
-    at = req.as_of or ""
-    rows = core.store.list_at(reach, at, rc.SCAN_CAP + 1)
-    partial = len(rows) > rc.SCAN_CAP
-    scored: list[tuple[RecordVersion, float | None, bool]] = []
-    for row in rows[:rc.SCAN_CAP]:
-        rec = core.version(row, as_of=at)
-        if rec.status not in statuses or (req.types and rec.body.type not in req.types):
-            continue
-        if req.filters is not None and not rc.matches(req.filters, rec):
-            continue
-        if terms:
-            s = rc.lexical_score(terms, rec.body.text)
-            if s > 0:
-                scored.append((rec, s, True))
-        else:
-            scored.append((rec, None, False))
-    scored.sort(key=lambda t: -(t[1] or 0.0))
-    return scored[:req.limit], partial
-
-
-__all__ = ["erase", "forget", "get_record", "list_records", "navigation", "recall",
-           "record_content", "record_history", "remember", "revise", "search", "upload_file"]
+__all__ = ["erase", "forget", "get_record", "list_records", "record_content",
+           "record_history", "remember", "revise", "upload_file"]

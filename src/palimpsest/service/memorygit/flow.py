@@ -18,18 +18,24 @@ Merge shapes (checked before the transaction):
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable
 from typing import Any
 
-from palimpsest import canonical
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service import gitdiff, mergeauth, review
-from palimpsest.service.gitops import GitOp
-from palimpsest.service.gitservice import GitService, check_ref_name, is_protected, new_id
-from palimpsest.service.mergeauth import KeyRing, MergeRequest
-from palimpsest.service.review import Proposal, Review
+from palimpsest.service import history
+from palimpsest.service.memorygit import diff as gitdiff
+from palimpsest.service.memorygit import mergeauth, review
+from palimpsest.service.memorygit.mergeauth import KeyRing, MergeRequest
+from palimpsest.service.memorygit.repository import (
+    GitService,
+    check_ref_name,
+    hidden,
+    is_protected,
+    new_id,
+)
+from palimpsest.service.memorygit.review import Proposal, Review
+from palimpsest.service.model import Op
 
 _CONFLICT_KEYS = ("conflict_id", "conflict_type", "severity", "summary")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -91,13 +97,11 @@ class ReviewFlow:
         The same request again returns the stored answer; another request under the key is
         ``idempotency_mismatch`` (409). Refusals are not stored: a retry runs again.
         """
-        digest = _digest({"scope": scope, "request": request})
+        digest = history.request_digest("memory-git", scope, request)
         with self.git.store.transaction():
             prior = self.git.store.replay(principal, scope, key)
             if prior is not None:
-                if prior[0] != digest:
-                    raise Conflict("this Idempotency-Key was used for a different request",
-                                   code="idempotency_mismatch", hint="use a new Idempotency-Key")
+                history.check_replay(prior[0], digest)
                 stored: dict[str, Any] = prior[1]
                 return stored
             answer = write()
@@ -110,8 +114,8 @@ class ReviewFlow:
         """A proposal with its reviews (closed ones stay readable)."""
         doc = self.git.store.proposal(proposal_id)
         if doc is None:
-            raise NotFound("no such proposal", code="proposal-not-found")
-        self.git.access.require(principal, doc["project_id"], "read")
+            raise hidden("proposal")
+        self.git.require_visible(principal, doc["project_id"], "read", "proposal")
         return {**doc, "reviews": self.git.store.reviews(proposal_id)}
 
     def list_proposals(self, principal: str, project: str,
@@ -140,12 +144,10 @@ class ReviewFlow:
                    "head_changeset_id": body.get("head_changeset_id"),
                    "base_changeset_id": body.get("base_changeset_id"),
                    "message": body.get("message", ""), "selected_ops": selected}
-        digest = _digest(request)
+        digest = history.request_digest("proposal", project, request)
         prior = self.git.store.proposal_by_key(project, principal, key)
         if prior is not None:
-            if prior[1] != digest:
-                raise Conflict("this idempotency key was used for a different request",
-                               code="idempotency_mismatch", hint="use a new idempotency key")
+            history.check_replay(prior[1], digest)
             return self.get_proposal(principal, prior[0]), False
         if not is_protected(target):
             raise InvalidInput("proposals target a protected refs/shared/* ref",
@@ -164,7 +166,7 @@ class ReviewFlow:
         if body.get("base_changeset_id") not in (None, base):
             raise Conflict("base_changeset_id is not the target's current head",
                            code="cas_mismatch", hint="re-read the target ref")
-        mine = {cs.changeset_id: len(cs.ops) for cs in self.git.only_in(head, base)}
+        mine = {cs.id: len(cs.ops) for cs in self.git.only_in(head, base)}
         for item in selected:
             cid, _, ordinal = item.partition(":")
             if (cid not in mine or not ordinal.isdigit() or len(ordinal) > 6
@@ -214,15 +216,15 @@ class ReviewFlow:
     def diff(self, principal: str, changeset_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """``SemanticDiff`` of a changeset against a base (default: its first parent)."""
         cs = self.git.load(changeset_id)
-        self.git.access.require(principal, cs.project_id, "read")
+        self.git.require_visible(principal, cs.memory_id, "read", "changeset")
         base = body.get("base_changeset_id")
         if base is None:
             base = cs.parent_ids[0] if cs.parent_ids else None
         elif not isinstance(base, str):
             raise InvalidInput("base_changeset_id must be a string")
         else:
-            self.git.in_project(cs.project_id, base)
-        return gitdiff.semantic_diff(self.git.project(cs.project_id, base),
+            self.git.in_project(cs.memory_id, base)
+        return gitdiff.semantic_diff(self.git.project(cs.memory_id, base),
                                      self.git.only_in(changeset_id, base))
 
     def list_conflicts(self, principal: str, project: str, status: str | None,
@@ -288,7 +290,7 @@ class ReviewFlow:
                                "deferred", code="invalid-status")
         doc = self.git.store.proposal(pid)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         if doc["originator_principal"] == principal:
             raise Forbidden("the author of a proposal cannot retire its conflicts",
                             code="self-review")
@@ -300,7 +302,7 @@ class ReviewFlow:
     def _open_proposal(self, project: str, proposal_id: str) -> dict[str, Any]:
         doc = self.git.store.proposal(proposal_id)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         if doc["status"] not in review.OPEN_STATES:
             raise Conflict(f"proposal is {doc['status']}", code="proposal-closed")
         return doc
@@ -353,7 +355,7 @@ class ReviewFlow:
         head = proposal.head_changeset_id
         if proposal.selected_ops:
             strategy = "cherry_pick"
-            new_head = self._cherry_pick(principal, proposal, expected).changeset_id
+            new_head = self._cherry_pick(principal, proposal, expected).id
         elif expected in self.git.ancestors(head):
             strategy, new_head = "fast_forward", head
         else:
@@ -361,7 +363,7 @@ class ReviewFlow:
             new_head = self.git.commit_server(
                 principal, project, proposal.target_ref, parents=(expected, head),
                 message=f"merge proposal {proposal_id}",
-                key=f"merge:{proposal_id}:{new_id(self.git.clock())}").changeset_id
+                key=f"merge:{proposal_id}:{new_id(self.git.clock())}").id
         request = MergeRequest(project_id=project, ref_name=proposal.target_ref,
                                expected_head=expected, new_head=new_head,
                                proposal_id=proposal_id, reviewer_principal=reviewer)
@@ -377,15 +379,17 @@ class ReviewFlow:
         """What a faithful pick of ``<changeset>:<ordinal>`` must carry (ids re-derived)."""
         cid, _, ordinal = item.partition(":")
         op = self.git.load(cid).ops[int(ordinal)]
-        payload = {k: v for k, v in (op.payload or {}).items()
-                   if k not in ("memory_id", "event_id")}
+        if op.payload is None:
+            raise Conflict(f"selected op {item[:80]!r} was erased", code="erased",
+                           hint="open a new proposal without it")
+        payload = {k: v for k, v in op.payload.items() if k not in ("memory_id", "event_id")}
         payload["cherrypicked_from"] = cid
-        return op.op_type, op.target_event_id, payload
+        return op.op_type, op.target, payload
 
     def _cherry_pick(self, principal: str, proposal: Proposal, expected: str) -> Any:
-        picked = [GitOp(i, op_type, target, None, payload)
-                  for i, (op_type, target, payload) in enumerate(
-                      self._picked(item) for item in proposal.selected_ops)]
+        picked = [Op(op_type, target, payload)
+                  for op_type, target, payload in (self._picked(item)
+                                                   for item in proposal.selected_ops)]
         return self.git.commit_server(
             principal, proposal.project_id, proposal.target_ref, parents=(expected,),
             message=f"cherry-pick for proposal {proposal.proposal_id}",
@@ -422,7 +426,7 @@ class ReviewFlow:
             raise Forbidden("the authorization names another merger", code="merger-mismatch")
         doc = self.git.store.proposal(request.proposal_id)
         if doc is None or doc["project_id"] != project:
-            raise NotFound("no such proposal in this project", code="proposal-not-found")
+            raise hidden("proposal")
         proposal = _proposal(doc)
         if proposal.target_ref != request.ref_name:
             raise InvalidInput("the proposal targets another ref", code="ref-mismatch")
@@ -469,12 +473,8 @@ class ReviewFlow:
                            code="merge-shape", hint="ask for a fresh merge authorization")
 
 
-def _pick_identity(op: GitOp) -> tuple[str, str | None, dict[str, Any]]:
-    return op.op_type, op.target_event_id, dict(op.payload or {})
-
-
-def _digest(request: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical.encode(request)).hexdigest()
+def _pick_identity(op: Op) -> tuple[str, str | None, dict[str, Any]]:
+    return op.op_type, op.target, dict(op.payload or {})
 
 
 __all__ = ["ReviewFlow"]
