@@ -36,7 +36,10 @@ from palimpsest.service import admin as admin_mod
 from palimpsest.service import grouped, providers
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit import dossier
 from palimpsest.service.memorygit import log as gitlog
+from palimpsest.service.memorygit import records as gitrecords
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
@@ -239,6 +242,12 @@ class MemoryService:
         its node, ``inherited``), as far up as the cutoff. Needs read."""
         return tree.list_grants(self._core, caller, memory_id)
 
+    def grant_holders(self, caller: Caller, memory_id: str) -> Wire:
+        """:meth:`list_grants` for a holder of ``delete`` here, each grant with ``holder:
+        {name, type?}`` (member or group, ``null`` if gone). Raises memory_forbidden
+        without delete, memory_not_found."""
+        return tree.grant_holders(self._core, caller, memory_id)
+
     def put_grant(self, caller: Caller, memory_id: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/grants`` ``{principal:"member:…"|"group:…", privileges}``
@@ -380,6 +389,63 @@ class MemoryService:
         (active, ``attributes.standing`` true) within ``budget`` tokens."""
         return prime.prime(self._core, caller, memory_id, budget)
 
+    def prime_preview(self, caller: Caller, memory_id: str, budget: int,
+                      proposal_id: str) -> Wire:
+        """The prime now and as it would be if an open proposal of this memory were merged
+        into ``refs/shared/main`` (computed, nothing written) → ``{object:
+        "memory.prime_preview", memory_id, budget, now, after}``. Raises memory_not_found,
+        proposal-not-found (unknown, unseen or another memory's), proposal-closed."""
+        self.get_memory(caller, memory_id)  # an unseen memory answers as for every route
+        _, pending = dossier.pending(self._flow(), _principal(caller), proposal_id, memory_id)
+        return prime.preview(self._core, caller, memory_id, budget, pending)
+
+    # --- review (what a reviewer reads; the flow itself is Memory Git's) ----------------------
+    def review_queue(self, caller: Caller) -> list[tuple[Wire, list[Wire]]]:
+        """Open proposals in every memory the caller may read, by memory (newest first, each
+        with its ``summary``); memories without an open proposal are left out."""
+        return [(self.get_memory(caller, project), items)
+                for project, items in dossier.queue(self._flow(), _principal(caller))]
+
+    def list_proposals(self, caller: Caller, memory_id: str, *,
+                       open_only: bool = False) -> list[Wire]:
+        """Proposals of one memory, newest first, each with its ``summary``. Raises
+        memory_not_found."""
+        self.get_memory(caller, memory_id)
+        return dossier.proposals(self._flow(), _principal(caller), memory_id,
+                                 open_only=open_only)
+
+    def open_proposal_counts(self, caller: Caller, memory_ids: Sequence[str]) -> dict[str, int]:
+        """Open proposals per memory, for the memories of ``memory_ids`` the caller may read
+        (the others are left out)."""
+        return dossier.open_counts(self._flow(), _principal(caller), memory_ids)
+
+    def review_dossier(self, caller: Caller, proposal_id: str) -> dossier.Dossier:
+        """Everything a review of a proposal reads (:class:`dossier.Dossier`): staleness,
+        conflicts recorded and detected now, near-duplicates in shared memory, every op's
+        fields before and after, the member types of everyone named. Raises
+        proposal-not-found for an unknown proposal and one of an unseen memory alike."""
+        def similar(project: str, text: str) -> list[Wire]:
+            answer = self.recall(caller, project, {"text": text,
+                                                   "limit": dossier.DUPLICATE_HITS})
+            return list(answer["results"])
+
+        def member_type(principal: str) -> str | None:
+            kind, _, ident = principal.partition(":")
+            found = self._store.member(ident) if kind == "member" else None
+            return found.type if found is not None else None
+
+        return dossier.build(self._flow(), _principal(caller), proposal_id, similar=similar,
+                             recorded=self._recorded, member_type=member_type)
+
+    def _recorded(self, record_id: str) -> Wire | None:
+        with self._store.read():
+            head = self._core.head(record_id)
+            body = self._core.body(head.body_digest) if head is not None else None
+        return gitrecords.fields_of(body) if body is not None else None
+
+    def _flow(self) -> ReviewFlow:
+        return self._review_gate().flow
+
     # --- named queries, free queries, type operations -----------------------------------------
     def list_queries(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/queries`` (read)."""
@@ -475,3 +541,8 @@ class MemoryService:
     def get_changeset(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
         """One changeset of the memory (read), integrity verified on read."""
         return gitlog.get_changeset(self._core, caller, memory_id, changeset_id)
+
+
+def _principal(caller: Caller) -> str:
+    """The Memory Git principal of a caller."""
+    return f"member:{caller.member.id}"
