@@ -214,7 +214,7 @@ def test_reject_needs_a_reason_and_is_terminal(browser: WebDriver, world: World)
     sign_in(browser, world, "carol")
     browser.get(f"{world.server.url}/ui/proposals/{proposal}")
     state = page_state(browser)
-    assert state["pwned"] is None and "<script>" in _text(browser, "proposal-message")
+    assert state["pwned"] is None and "<script>" in _text(browser, "proposal-title")
     browser.find_element(By.ID, "verdict-reject").click()
     browser.find_element(By.ID, "submit-review").click()  # no reason: the browser holds it
     assert browser.find_element(By.ID, "reason").get_attribute("validationMessage")

@@ -6,7 +6,8 @@ reviews), dave (a person holding no grant at all).
 
 Tree: ``Company`` (alice) → ``Acme`` (review required for agents), ``Board`` (restricted) and
 ``Hostile`` (records from tests/adversarial/ui). Bob and erin each have an open proposal in
-Acme; alice has one of her own (to be refused when she reviews it herself).
+Acme (both standing records: once merged they reach the prime); alice has one of her own
+(to be refused when she reviews it herself).
 """
 
 from __future__ import annotations
@@ -118,14 +119,16 @@ def _fill(world: World) -> None:
     with world.api("bob") as bob:
         pending = _post(bob, f"/v1/memories/{ids['acme']}/records", {
             "type": "fact", "title": "Acme's notice period",
-            "content": "Acme renews every March; the notice period is 60 days, by letter."}, 202)
+            "content": "Acme renews every March; the notice period is 60 days, by letter.",
+            "attributes": {"standing": True}}, 202)
         ids["bob_proposal"] = pending["proposal_id"]
         ids["bob_memory"] = pending["memory_id"]
     with world.api("erin") as erin:
         hostile = hostile_cases()["script-tag"]
         pending = _post(erin, f"/v1/memories/{ids['acme']}/records", {
             "type": "note", "title": hostile["title"],
-            "content": "Acme wants everything free. " + hostile["text"]}, 202)
+            "content": "Acme wants everything free. " + hostile["text"],
+            "attributes": {"standing": True}}, 202)
         ids["erin_proposal"] = pending["proposal_id"]
     _own_proposal(world)
 

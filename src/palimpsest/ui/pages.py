@@ -56,7 +56,8 @@ async def tree(desk: Desk, request: Request, visit: Visit) -> Response:
 
     def gather() -> dict[str, Any]:
         roots = desk.calls.roots(caller)
-        return {"roots": [(m, len(desk.calls.open_proposals(caller, m["id"]))) for m in roots],
+        counts = desk.calls.open_counts(caller, [m["id"] for m in roots])
+        return {"roots": [(m, counts.get(m["id"], 0)) for m in roots],
                 "queued": sum(len(items) for _, items in desk.calls.queue(caller))}
 
     return desk.html("tree.html", 200, visit, **await desk.run(gather))
@@ -69,10 +70,10 @@ async def memory(desk: Desk, request: Request, visit: Visit) -> Response:
     def gather() -> dict[str, Any]:
         node = desk.calls.memory(caller, mid)
         kids = desk.calls.children(caller, mid)
+        counts = desk.calls.open_counts(caller, [mid, *(k["id"] for k in kids)])
         return {"node": node, "ancestors": desk.calls.ancestors(caller, node),
-                "children": [(k, len(desk.calls.open_proposals(caller, k["id"])))
-                             for k in kids],
-                "open": len(desk.calls.open_proposals(caller, mid))}
+                "children": [(k, counts.get(k["id"], 0)) for k in kids],
+                "open": counts.get(mid, 0)}
 
     return desk.html("memory.html", 200, visit, **await desk.run(gather))
 
@@ -207,24 +208,26 @@ async def proposal(desk: Desk, request: Request, visit: Visit, *, status: int = 
 
     def gather() -> dict[str, Any]:
         view = desk.calls.proposal_view(caller, pid)
-        return {"view": view, "node": desk.calls.memory(caller, view.proposal["project_id"])}
+        return {"view": view,
+                "node": desk.calls.memory(caller, view.dossier.proposal["project_id"])}
 
     data = await desk.run(gather)
     view: ProposalView = data["view"]
     done = DONE.get(request.query_params.get("done", ""), "")
     return desk.html("proposal.html", status, visit, verdicts=VERDICTS, done=done,
-                     problem=problem, independence=_independence(view),
+                     problem=problem, independence=_independence(view), open=OPEN,
                      me=f"member:{caller.member.id}", **data)
 
 
 def _independence(view: ProposalView) -> dict[str, Any]:
     """The reviewer-independence badge: approvals bound to this snapshot by principals other
     than the originator, and any blocking verdict."""
-    doc = view.proposal
-    approvals = [r for r in view.reviews if r["verdict"] == "approve"
+    doc = view.dossier.proposal
+    reviews = doc["reviews"]
+    approvals = [r for r in reviews if r["verdict"] == "approve"
                  and r["proposal_digest"] == doc["proposal_digest"]
                  and r["reviewer_principal"] != doc["originator_principal"]]
-    blocking = [r for r in view.reviews if r["verdict"] != "approve"]
+    blocking = [r for r in reviews if r["verdict"] != "approve"]
     if blocking:
         state = "blocked"
     elif approvals:
@@ -277,9 +280,14 @@ async def prime(desk: Desk, request: Request, visit: Visit) -> Response:
     chosen = _param(request, "proposal", size=200) or None
 
     def gather() -> dict[str, Any]:
-        return {"node": desk.calls.memory(caller, mid),
-                "pending": desk.calls.open_proposals(caller, mid),
-                "preview": desk.calls.prime_preview(caller, mid, budget, chosen)}
+        pending = desk.calls.proposals(caller, mid, open_only=True)
+        out = {"node": desk.calls.memory(caller, mid), "pending": pending, "budget": budget,
+               "now": desk.calls.prime(caller, mid, budget), "after": None, "proposal": None}
+        if chosen:
+            preview = desk.calls.prime_preview(caller, mid, budget, chosen)
+            out["now"], out["after"] = preview["now"], preview["after"]
+            out["proposal"] = next((p for p in pending if p["proposal_id"] == chosen), None)
+        return out
 
     return desk.html("prime.html", 200, visit, chosen=chosen or "", **await desk.run(gather))
 
