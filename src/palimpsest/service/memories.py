@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, providers
+from palimpsest.service import grouped, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memorygit import dossier
@@ -49,6 +49,7 @@ from palimpsest.service.model import (
     FileBytes,
     Group,
     Member,
+    Session,
     Wire,
     unsupported,
 )
@@ -159,6 +160,24 @@ class MemoryService:
         revocation by ``pal admin`` in another process counts at once); ``None`` means "call
         :meth:`authenticate`". Never waits on the store lock: an event loop may call it."""
         return admin_mod.cached_caller(self._core, secret)
+
+    # --- review-desk sessions (service/sessions.py: in the store, shared by every process) -----
+    def open_session(self, secret: str, *, idle_seconds: float,
+                     max_seconds: float) -> tuple[str, Session, Caller]:
+        """Sign a person in with a credential → ``(session id for the cookie, session,
+        caller)``; only the id's hash is stored. Raises Forbidden(invalid_credential)."""
+        return sessions.open_session(self._core, secret, idle_ms=int(idle_seconds * 1000),
+                                     max_ms=int(max_seconds * 1000))
+
+    def resume_session(self, session_id: str | None, *,
+                       idle_seconds: float) -> tuple[Session, Caller] | None:
+        """The live session of a cookie value and its caller (its idle deadline moved on), or
+        ``None``: unknown, ended, or its credential revoked (then it is forgotten)."""
+        return sessions.resume(self._core, session_id, idle_ms=int(idle_seconds * 1000))
+
+    def close_session(self, session_id: str | None) -> None:
+        """Sign out: forget the session in every process."""
+        sessions.close(self._core, session_id)
 
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
