@@ -1,6 +1,7 @@
-"""The review desk's pure parts, without a browser: sessions and their expiry (a fake clock),
-CSRF comparison, the word diff, inert rendering, and the rules the package keeps (no ``|safe``
-in a template, every service call in ``ui/facade.py``, nothing from ``api`` or storage)."""
+"""The review desk's pure parts, without a browser: CSRF comparison, the word diff, inert
+rendering, and the rules the package keeps (no ``|safe`` in a template, every service call in
+``ui/facade.py``, nothing from ``api`` or storage). Sessions are the service's
+(tests/service/test_sessions.py)."""
 
 from __future__ import annotations
 
@@ -17,52 +18,10 @@ from hypothesis import strategies as st
 
 from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.ui.render import environment, href
-from palimpsest.ui.sessions import SessionStore, same_token
+from palimpsest.ui.sessions import same_token
 from palimpsest.ui.worddiff import field_diff, word_diff, words
 
 UI = Path(resources.files("palimpsest.ui"))  # type: ignore[arg-type]
-
-
-class Clock:
-    """A clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def test_sessions_expire_when_idle_and_at_their_age_limit() -> None:
-    clock = Clock()
-    store = SessionStore(idle_seconds=60, max_seconds=300, clock=clock)
-    sid, session = store.open("pal_hcred_secret", "hmbr_1")
-    assert store.get(sid) == session
-    for _ in range(5):  # kept alive by use ...
-        clock.now += 50
-        assert store.get(sid) is not None
-    clock.now += 51  # ... until the age limit, whatever the activity
-    assert store.get(sid) is None
-    sid, _ = store.open("pal_hcred_secret", "hmbr_1")
-    clock.now += 61  # idle too long
-    assert store.get(sid) is None
-    assert len(store) == 0  # an expired session is forgotten, not kept
-
-
-def test_sessions_are_unguessable_and_closed_on_sign_out() -> None:
-    store = SessionStore(clock=Clock())
-    first, a = store.open("c1", "m1")
-    second, b = store.open("c1", "m1")
-    assert first != second and a.csrf != b.csrf and len(first) >= 43
-    assert store.get(None) is None and store.get("") is None and store.get("x" * 500) is None
-    store.close(first)
-    assert store.get(first) is None and store.get(second) is not None
-
-
-def test_capacity_drops_the_oldest_sessions() -> None:
-    store = SessionStore(clock=Clock(), capacity=2)
-    ids = [store.open("c", "m")[0] for _ in range(3)]
-    assert store.get(ids[0]) is None and store.get(ids[2]) is not None
 
 
 def test_csrf_tokens_compare_exactly() -> None:

@@ -8,7 +8,8 @@ script, nothing is fetched from elsewhere, and author text is always shown as in
 
 Modules: :mod:`.app` (routes, sign-in), :mod:`.desk` (session, CSRF and origin rules on
 requests), :mod:`.pages` (the views), :mod:`.facade` (every call into the service),
-:mod:`.sessions` and :mod:`.worddiff` (pure), :mod:`.render` (templates, headers).
+:mod:`.sessions` (session policy, CSRF tokens) and :mod:`.worddiff` (pure), :mod:`.render`
+(templates, headers). Sessions themselves live in the store (:mod:`palimpsest.service.sessions`).
 """
 
 from palimpsest.ui.app import create_desk

@@ -15,10 +15,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from palimpsest.errors import PalError
+from palimpsest.errors import Forbidden, PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
-from palimpsest.service.model import Caller
 from palimpsest.ui import pages
 from palimpsest.ui.desk import (
     COOKIE,
@@ -55,32 +54,40 @@ async def sign_in(desk: Desk, request: Request) -> Response:
     except Refused as refusal:
         return desk.html("error.html", refusal.status, None, message=refusal.message)
     credential = fields.get("credential", "").strip()
+    previous = request.cookies.get(COOKIE)  # never kept across a sign-in
+    config = desk.config
     try:
-        caller: Caller = await desk.run(lambda: desk.calls.authenticate(credential))
-    except PalError:
+        session_id, _, _ = await desk.run(lambda: desk.calls.sign_in(
+            credential, previous, idle_seconds=config.idle_seconds,
+            max_seconds=config.max_seconds))
+    except Forbidden:
         token = new_token()
         response = desk.html("sign_in.html", 401, signin_token=token, notice="",
                              problem="the credential is unknown or revoked")
         set_cookie(response, request, SIGNIN_COOKIE, token, max_age=600)
         return response
-    desk.sessions.close(request.cookies.get(COOKIE))  # never keep a session id across sign-in
-    session_id, _ = desk.sessions.open(credential, caller.member.id)
+    except PalError as exc:
+        return desk.error(exc, None)
     response = RedirectResponse(href(""), status_code=303, headers=dict(SECURITY_HEADERS))
-    set_cookie(response, request, COOKIE, session_id, max_age=int(desk.sessions.max_seconds))
+    set_cookie(response, request, COOKIE, session_id, max_age=int(config.max_seconds))
     response.delete_cookie(SIGNIN_COOKIE, path=PREFIX)
     return response
 
 
 async def sign_out(desk: Desk, request: Request) -> Response:
     """Forget the session (CSRF-checked like every write)."""
-    visit = await desk.visit(request)
+    try:
+        visit = await desk.visit(request)
+    except PalError as exc:
+        return desk.error(exc, None)
     try:
         if visit is None:
             raise Refused(403, "you are not signed in")
         await desk.form(request, visit)
     except Refused as refusal:
         return desk.html("error.html", refusal.status, visit, message=refusal.message)
-    desk.sessions.close(request.cookies.get(COOKIE))
+    session_id = request.cookies.get(COOKIE)
+    await desk.run(lambda: desk.calls.sign_out(session_id))
     response = RedirectResponse(href("sign-in", n="out"), status_code=303,
                                 headers=dict(SECURITY_HEADERS))
     response.delete_cookie(COOKIE, path=PREFIX, httponly=True, samesite="strict",
@@ -94,7 +101,10 @@ Handler = Callable[[Desk, Request, Visit], Awaitable[Response]]
 
 def _page(desk: Desk, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
     async def endpoint(request: Request) -> Response:
-        visit = await desk.visit(request)
+        try:
+            visit = await desk.visit(request)
+        except PalError as exc:
+            return desk.error(exc, None)
         if visit is None:
             if request.method != "GET":
                 return desk.html("error.html", 403, None,

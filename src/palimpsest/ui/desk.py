@@ -3,9 +3,10 @@
 Requests reach the desk through the API guard (Host/Origin allowlist, body cap); from there
 this module owns the browser-facing rules:
 
-- **Session**: a page needs a live session (:mod:`.sessions`); without one a read redirects to
-  the sign-in page and a write is refused. Each request re-authenticates the credential kept in
-  the session, so a revoked credential is refused at once.
+- **Session**: a page needs a live session (:mod:`.sessions`, kept in the store by the
+  service); without one a read redirects to the sign-in page and a write is refused. Each
+  request resumes the session through the service, which re-checks its credential, so a
+  revoked credential is refused at once, in every process.
 - **Writes** (every ``POST``) must carry the session's CSRF token, be a URL-encoded form, and,
   when the browser says where they come from (``Origin``, ``Sec-Fetch-Site``), come from this
   exact origin (scheme, host and port) — the guard's allowlist checks only the host name.
@@ -27,10 +28,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError
-from palimpsest.service.model import Caller
+from palimpsest.service.model import Caller, Session
 from palimpsest.ui.facade import DeskService
 from palimpsest.ui.render import PREFIX, SECURITY_HEADERS, environment
-from palimpsest.ui.sessions import IDLE_SECONDS, MAX_SECONDS, Session, SessionStore, same_token
+from palimpsest.ui.sessions import IDLE_SECONDS, MAX_SECONDS, same_token
 
 T = TypeVar("T")
 Invoke = Callable[[Callable[[], Any]], Awaitable[Any]]
@@ -86,8 +87,7 @@ class Desk:
     def __init__(self, calls: DeskService, invoke: Invoke, config: DeskConfig) -> None:
         self.calls = calls
         self.invoke = invoke
-        self.sessions = SessionStore(idle_seconds=config.idle_seconds,
-                                     max_seconds=config.max_seconds)
+        self.config = config
         self.env = environment()
 
     # --- responses ------------------------------------------------------------------------
@@ -106,18 +106,18 @@ class Desk:
 
     # --- sessions -------------------------------------------------------------------------
     async def visit(self, request: Request) -> Visit | None:
-        """The signed-in visit of a request, or ``None`` (no, expired or revoked session)."""
+        """The signed-in visit of a request, or ``None`` (no, expired or revoked session).
+
+        Raises:
+            PalError: the store could not answer (the page shows the service's words).
+        """
         session_id = request.cookies.get(COOKIE)
-        session = self.sessions.get(session_id)
-        if session is None:
+        if not session_id:
             return None
-        try:
-            caller: Caller = await self.invoke(lambda: self.calls.authenticate(
-                session.credential))
-        except PalError:
-            self.sessions.close(session_id)
-            return None
-        return Visit(session, caller)
+        idle = self.config.idle_seconds
+        found: tuple[Session, Caller] | None = await self.invoke(
+            lambda: self.calls.resume(session_id, idle_seconds=idle))
+        return Visit(*found) if found is not None else None
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run facade calls on the service thread."""

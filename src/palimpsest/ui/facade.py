@@ -20,7 +20,7 @@ from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.dossier import ChangesetChange, Dossier, OpChange
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.review import OPEN_STATES
-from palimpsest.service.model import Caller, FileBytes, Wire
+from palimpsest.service.model import Caller, FileBytes, Session, Wire
 from palimpsest.service.providers import capability_document
 from palimpsest.ui.worddiff import FieldDiff, field_diff
 
@@ -71,11 +71,23 @@ class DeskService:
         self.svc = svc
         self.flow = flow
 
-    # --- identity -------------------------------------------------------------------------
-    def authenticate(self, credential: str) -> Caller:
-        """The caller of a credential (the API's own check). Raises Forbidden."""
-        cached = self.svc.cached_caller(credential)
-        return cached if cached is not None else self.svc.authenticate(credential)
+    # --- sessions -------------------------------------------------------------------------
+    def sign_in(self, credential: str, previous: str | None, *, idle_seconds: float,
+                max_seconds: float) -> tuple[str, Session, Caller]:
+        """Open a session with a credential (the service's own check; raises Forbidden), after
+        forgetting the browser's ``previous`` session: an id never survives a sign-in."""
+        self.svc.close_session(previous)
+        return self.svc.open_session(credential, idle_seconds=idle_seconds,
+                                     max_seconds=max_seconds)
+
+    def resume(self, session_id: str | None, *,
+               idle_seconds: float) -> tuple[Session, Caller] | None:
+        """The live session of a cookie and its caller, or ``None``."""
+        return self.svc.resume_session(session_id, idle_seconds=idle_seconds)
+
+    def sign_out(self, session_id: str | None) -> None:
+        """Forget a session."""
+        self.svc.close_session(session_id)
 
     # --- the tree -------------------------------------------------------------------------
     def roots(self, caller: Caller) -> list[Wire]:
