@@ -151,7 +151,7 @@ def test_make_run_starts_the_service() -> None:
 def test_admin_human_output_has_no_control_bytes(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     hostile = "evil\x1b[2J\x1b]0;pwned\x07\u202ename"
-    _admin(data_dir, "member", "create", hostile, "--type", "agent")
+    _admin(data_dir, "--create", "member", "create", hostile, "--type", "agent")
     _admin(data_dir, "group", "create", hostile)
     for args in (["member", "list"], ["group", "list"]):
         result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), *args],

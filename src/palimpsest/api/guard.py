@@ -6,9 +6,11 @@ envelope when it refuses:
 1. **Host and Origin** (security-tests.md F25): when an allowlist is configured (the default for a
    loopback bind), a request naming another host is refused with 421, and a browser ``Origin``
    that is not in the list with 403 — DNS rebinding cannot reach a local server.
-2. **Bearer credential** on every route, the OpenAPI document included: no credential, a
-   malformed header or an unknown/revoked credential → 401 ``invalid_credential``. There is no
-   cookie or ambient authentication.
+2. **Bearer credential** on every route but the public paths (liveness, readiness, metrics,
+   the OpenAPI document and its page: ``GET``/``HEAD`` only, nothing of the store in them): no
+   credential, a malformed header or an unknown/revoked credential → 401
+   ``invalid_credential``. There is no cookie or ambient authentication on the API (the review
+   desk below is a separate face with its own sessions).
 3. **Size** (security-tests.md A2): a declared ``Content-Length`` over the cap is refused before a
    byte is read; a body that grows past the cap while streaming is refused as soon as it does,
    so the body is never buffered beyond the cap → 413; a body that drips in slower than the
@@ -52,6 +54,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PRINCIPAL_KEY = "palimpsest.principal"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+# Answered without a credential (api/telemetry, api/apidocs); the Host check still applies.
+PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/docs.js",
+                "/docs/docs.css")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +78,7 @@ class GuardConfig:
     limits: Limits = field(default_factory=Limits)
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
     file_paths: tuple[str, ...] = ("/v1/files",)
+    public_paths: tuple[str, ...] = PUBLIC_PATHS
     session_prefix: str = "/ui"  # the review desk: cookie sessions, its own CSRF check
 
 
@@ -101,6 +107,9 @@ class Guard:
         refusal = self._check_host(headers)
         if refusal is not None:
             await send_error(refusal, send, path)
+            return
+        if path in self.config.public_paths and scope.get("method") in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
             return
         prefix = self.config.session_prefix
         desk = bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
@@ -272,5 +281,5 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "FastPath", "Guard", "GuardConfig", "Limits",
-           "send_error"]
+__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
+           "Limits", "send_error"]

@@ -43,7 +43,7 @@ from palimpsest.service.model import (
     payload_bytes,
     unavailable,
 )
-from palimpsest.service.storage.files import FileRows
+from palimpsest.service.storage.files import FileRows, private_dir, private_file
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.records import RecordRows
 from palimpsest.service.storage.schema import (
@@ -73,8 +73,11 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
 
     def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
-            (data_dir / "files").mkdir(exist_ok=True)
+            private_dir(data_dir)  # 0700 / 0600 whatever the umask: no other user reads memory
+            private_dir(data_dir / "files")
+            for name in ("palimpsest.db", "palimpsest.db-wal", "palimpsest.db-shm"):
+                if name == "palimpsest.db" or (data_dir / name).exists():
+                    private_file(data_dir / name)
             self.data_dir = data_dir
             self._db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None,
                                        check_same_thread=False, timeout=30)
