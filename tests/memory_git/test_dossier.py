@@ -286,7 +286,7 @@ def test_changes_show_an_erased_op_and_replay_earlier_ops() -> None:
                    "k", (Op("add_memory", None, {"content": "one", "kind": "fact"}, "r1"),
                          Op("correct_memory", "r1", {"content": "two"}, "r2"),
                          Op("add_memory", None, None, "r3")))
-    [view] = dossier.changes(Projection("m"), [cs], lambda rid: None)
+    [view] = dossier.changes(Projection("m"), [cs], lambda mid, rid: None)
     first, second, erased = view.ops
     assert [(f.name, f.before) for f in first.fields] == [("content", None), ("kind", None)]
     assert [(f.name, f.before, f.after) for f in second.fields] == [("content", "one", "two")]

@@ -456,10 +456,11 @@ class MemoryService:
         return dossier.build(self._flow(), _principal(caller), proposal_id, similar=similar,
                              recorded=self._recorded, member_type=member_type)
 
-    def _recorded(self, record_id: str) -> Wire | None:
+    def _recorded(self, memory_id: str, record_id: str) -> Wire | None:
         with self._store.read():
             head = self._core.head(record_id)
-            body = self._core.body(head.body_digest) if head is not None else None
+            body = (self._core.body(head.body_digest)
+                    if head is not None and head.memory_id == memory_id else None)
         return gitrecords.fields_of(body) if body is not None else None
 
     def _flow(self) -> ReviewFlow:

@@ -74,11 +74,12 @@ class DeskService:
     # --- sessions -------------------------------------------------------------------------
     def sign_in(self, credential: str, previous: str | None, *, idle_seconds: float,
                 max_seconds: float) -> tuple[str, Session, Caller]:
-        """Open a session with a credential (the service's own check; raises Forbidden), after
-        forgetting the browser's ``previous`` session: an id never survives a sign-in."""
+        """Open a session with a credential (the service's own check; raises Forbidden), then
+        forget the browser's ``previous`` session: an id never survives a sign-in."""
+        opened = self.svc.open_session(credential, idle_seconds=idle_seconds,
+                                       max_seconds=max_seconds)
         self.svc.close_session(previous)
-        return self.svc.open_session(credential, idle_seconds=idle_seconds,
-                                     max_seconds=max_seconds)
+        return opened
 
     def resume(self, session_id: str | None, *,
                idle_seconds: float) -> tuple[Session, Caller] | None:

@@ -36,8 +36,9 @@ _BRINGS_TEXT = ("add_memory", "correct_memory", "supersede_memory")
 
 # (memory id, text) -> recall hits ({record, memory, score}) in the caller's reach
 Similar = Callable[[str, str], Sequence[Wire]]
-# record id -> the record's current values under Memory Git field names, or None
-Recorded = Callable[[str], Mapping[str, Any] | None]
+# (memory id, record id) -> the record's current values under Memory Git field names, or None
+# when that memory holds no such record
+Recorded = Callable[[str, str], Mapping[str, Any] | None]
 # principal -> member type (human | agent), or None
 MemberType = Callable[[str], str | None]
 
@@ -153,7 +154,7 @@ def _op_change(state: Projection, ordinal: int, op: Op, recorded: Recorded) -> O
     if memory is not None and "external" not in memory.payload:
         before = memory.fields
     elif op.target:
-        before = recorded(op.target)
+        before = recorded(state.project_id, op.target)
     fields = tuple(FieldChange(n, (before or {}).get(n), payload[n])
                    for n in sorted(payload, key=_field_order))
     return OpChange(ordinal, op.op_type, op.target, op.result, fields, before is not None)
