@@ -59,6 +59,15 @@ def test_timeout_defaults_and_write_timeout_follows_read_timeout() -> None:
     assert own.write_timeout == 60.0
 
 
+def test_prefetch_wait_is_short_by_default_and_bounded() -> None:
+    assert s.load_direct(_direct()).prefetch_wait == 0.3
+    assert s.load_direct(_direct(PREFETCH_WAIT="0")).prefetch_wait == 0.0  # never wait
+    assert s.load_direct(_direct(PREFETCH_WAIT="5")).prefetch_wait == 5.0
+    for bad in ("5.1", "-0.1", "nan", "1e0", "soon"):
+        with pytest.raises(ConfigError, match="PALIMPSEST_HERMES_PREFETCH_WAIT"):
+            s.load_direct(_direct(PREFETCH_WAIT=bad))
+
+
 @pytest.mark.parametrize("key", ["AUTO_RECALL", "AUTO_CAPTURE"])
 def test_boolean_settings(key: str) -> None:
     field = key.lower()

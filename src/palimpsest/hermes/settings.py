@@ -38,6 +38,9 @@ INT_BOUNDS: dict[str, tuple[int, int, int]] = {
 FLOAT_BOUNDS: dict[str, tuple[float, float, float]] = {
     "TIMEOUT": (5.0, 0.1, 30.0),
     "WRITE_TIMEOUT": (5.0, 0.1, 120.0),
+    # How long prefetch may wait for a recall when no warmed result is ready (the first turn
+    # of a session, after a reset): bounded well below Hermes' own 8 s prefetch timeout.
+    "PREFETCH_WAIT": (0.3, 0.0, 5.0),
 }
 MAX_ID_CHARS = 256
 MAX_TOKEN_CHARS = 4096
@@ -65,6 +68,7 @@ class Settings:
     max_body_bytes: int
     timeout: float
     write_timeout: float
+    prefetch_wait: float
     auto_recall: bool
     auto_capture: bool
     ca_file: str | None
@@ -252,6 +256,7 @@ def _tuning(env: Mapping[str, str]) -> dict[str, Any]:
         "write_timeout": parse_float(
             "WRITE_TIMEOUT", env.get(env_name("WRITE_TIMEOUT")), default=timeout
         ),
+        "prefetch_wait": parse_float("PREFETCH_WAIT", env.get(env_name("PREFETCH_WAIT"))),
         "auto_recall": parse_bool("AUTO_RECALL", env.get(env_name("AUTO_RECALL")), True),
     }
 
@@ -315,7 +320,8 @@ def load_settings(env: Mapping[str, str], plugin_dir: Path) -> Settings:
 
 
 def configured(env: Mapping[str, str], plugin_dir: Path) -> bool:
-    """Cheap check for ``is_available``: is there a connection file or a direct memory set?"""
+    """Cheap check: is there a connection file or a direct memory set? (Whether that
+    configuration works is :func:`load_settings`'s question.)"""
     try:
         path = connection_path(env, plugin_dir)
     except ConfigError:

@@ -260,14 +260,16 @@ class RecordRows(Statements):
             return []
         marks = ",".join("?" * len(rows))
         more = {r["n"]: r for r in self._q(
-            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, r.when_at AS when_at "  # noqa: S608
-            f"FROM record_fts f JOIN records r ON r.n = f.rowid WHERE f.rowid IN ({marks})",
+            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, r.when_at AS when_at, "  # noqa: S608
+            f"p.n AS follows FROM record_fts f JOIN records r ON r.n = f.rowid "
+            f"LEFT JOIN records p ON p.id = r.context_src WHERE f.rowid IN ({marks})",
             [r["n"] for r in rows])}
         out = []
         for r in rows:
             m = more.get(r["n"])
             out.append(Hit(int(r["n"]), -float(r["s"]), m["text"] if m else "",
-                           m["thread"] if m else None, m["when_at"] if m else None))
+                           m["thread"] if m else None, m["when_at"] if m else None,
+                           m["follows"] if m else None))
         return out
 
     def term_docs(self, terms: Sequence[str],
