@@ -1,7 +1,8 @@
 # Two commands do all their own set-up on a fresh machine:
 #   make run   - set up and start the memory service on its embedded default store
 #   make test  - set up and run the whole test suite (lint, types, tests), installing
-#                Debian's postgresql and chromium packages when missing (as root, e.g. in CI)
+#                Debian's postgresql, chromium and chromium-driver packages when missing (as
+#                root, e.g. in CI)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +14,7 @@ BINDIR ?= $(HOME)/.local/bin
 HERMES_VENV ?= .venv-hermes
 HERMES_STAMP := $(HERMES_VENV)/.installed
 
-.PHONY: setup run test lint typecheck pytest debian-packages install uninstall bench fuzz clean
+.PHONY: setup run test lint typecheck pytest debian-packages install uninstall bench fuzz screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,10 +38,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Debian packages the tests use: PostgreSQL for throwaway clusters (tests/pgcluster.py) and
-# chromium for the browser tests; installed with apt-get when missing (as root, e.g. in CI).
+# Debian packages the tests use: PostgreSQL for throwaway clusters (tests/pgcluster.py),
+# chromium for the browser tests and chromium-driver for the review desk's (tests/ui drive it with
+# Selenium; a test tool's own browser download does not work here); installed with apt-get when
+# missing (as root, e.g. in CI).
 DEBS_NEEDED = $(if $(wildcard /usr/lib/postgresql/*/bin/initdb),,postgresql) \
-              $(if $(shell command -v chromium),,chromium)
+              $(if $(shell command -v chromium),,chromium fonts-dejavu-core) \
+              $(if $(wildcard /usr/bin/chromedriver),,chromium-driver)
 debian-packages:
 	@if [ -n "$(strip $(DEBS_NEEDED))" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -64,6 +68,10 @@ uninstall:
 	rm -f $(BINDIR)/pal
 
 test: lint typecheck pytest
+
+# The review desk's screenshots in docs/review-desk/ (taken by tests/ui in headless Chromium).
+screenshots: $(STAMP) debian-packages
+	PAL_DESK_SCREENSHOTS=docs/review-desk $(BIN)/pytest -q tests/ui
 
 bench: $(STAMP)
 	$(BIN)/python bench/repo_memory.py

@@ -49,7 +49,7 @@ def test_human_first_start_output(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline().decode() for _ in range(4)]
+        lines = [proc.stdout.readline().decode() for _ in range(5)]
     finally:
         proc.terminate()
         try:
@@ -62,6 +62,7 @@ def test_human_first_start_output(tmp_path: Path) -> None:
     assert lines[0].startswith("first start: created owner member ")
     assert lines[1].startswith("owner credential (shown once, store it now): ")
     assert lines[3].startswith("listening on http://127.0.0.1:")
+    assert lines[4].startswith("review desk: http://127.0.0.1:") and "/ui/" in lines[4]
     assert all("\x1b" not in line for line in lines)
 
 

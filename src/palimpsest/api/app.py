@@ -35,6 +35,7 @@ from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.ui import create_desk
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,9 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    # The review desk: cookie sessions instead of bearer headers (the guard's session_prefix),
+    # the same service, Memory Git flow and service thread as every route.
+    app.mount(config.guard.session_prefix, create_desk(svc, app.state.memory_git, run.run))
     mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
     apidocs.install(app)  # /docs, rendering /openapi.json
     observe.install(app, svc, run)  # last: its middleware wraps every other one

@@ -173,4 +173,5 @@ def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[st
                        f"{safe_text(owner['credential'])}")
         click.echo(f"data directory: {safe_text(str(directory))}")
         click.echo(f"listening on {safe_text(url)} (Ctrl-C stops)")
+        click.echo(f"review desk: {safe_text(url)}/ui/ (sign in with a credential)")
     sys.stdout.flush()

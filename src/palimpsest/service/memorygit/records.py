@@ -9,6 +9,8 @@ a merge changes what UHP get, list and recall return through exactly the steps a
 takes, and ``rebuild`` re-derives both alike:
 
 - ``add_memory``: a new record (id = the memory id), type ``fact`` for facts else ``note``;
+  a memory tagged ``standing=true`` (what a reviewed write makes of ``attributes.standing``)
+  is a standing record, so it reaches the prime exactly as the same direct write would;
 - ``correct_memory``, ``supersede_memory``: a new record for the result; the target record is
   forgotten (its trace stays);
 - ``mark_duplicate``: the duplicate record is forgotten;
@@ -32,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from palimpsest.service import history
+from palimpsest.service.memorygit.ops import STANDING_TAG
 from palimpsest.service.model import (
     Changeset,
     ContentPart,
@@ -86,6 +89,8 @@ def _writer(reader: Reader, cs: Changeset) -> dict[str, Any]:
 def _body(payload: dict[str, Any], memory_id: str) -> RecordBody:
     attributes: dict[str, Any] = {k: payload[k] for k in _ATTRIBUTES if k in payload}
     attributes["memory_git_id"] = memory_id
+    if STANDING_TAG in (payload.get("tags") or ()):
+        attributes["standing"] = True
     summary = payload.get("summary")
     return RecordBody(
         type="fact" if payload.get("kind") == "fact" else "note",
@@ -93,6 +98,19 @@ def _body(payload: dict[str, Any], memory_id: str) -> RecordBody:
         content=(ContentPart("text", text=str(payload.get("content", ""))),),
         attributes=attributes, references=(),
         valid_from=payload.get("valid_from"), valid_to=payload.get("valid_to"))
+
+
+def fields_of(body: RecordBody) -> dict[str, Any]:
+    """A record's values under the Memory Git field names its ops set (``content``,
+    ``summary``, and the attributes ``_body`` keeps) — what a correction of it changes."""
+    out: dict[str, Any] = {"content": "\n".join(p.words for p in body.content if p.words)}
+    if body.title:
+        out["summary"] = body.title
+    for name in (*_ATTRIBUTES, "valid_from", "valid_to"):
+        value = body.attributes.get(name) if name in _ATTRIBUTES else getattr(body, name)
+        if value is not None:
+            out[name] = value
+    return out
 
 
 def _sealed(body: RecordBody) -> str:
@@ -200,4 +218,4 @@ def carriers(changesets: Iterable[Changeset], record_id: str) -> tuple[list[str]
     return list(found), names, borrowed
 
 
-__all__ = ["Reader", "Step", "carriers", "steps"]
+__all__ = ["Reader", "Step", "carriers", "fields_of", "steps"]
