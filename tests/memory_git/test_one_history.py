@@ -22,6 +22,8 @@ from palimpsest.service.memorygit.mergeauth import KeyRing
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import Caller
+from palimpsest.service.storage.records import record_key
+from tests.stored import grep_data_dir
 
 SECRET = "Quokkafern lives at Wexhollow Lane"  # words no analyser or fixture produces elsewhere
 
@@ -111,17 +113,6 @@ def table_counts(data: Path) -> dict[str, int]:
                 for n in names}
     finally:
         db.close()
-
-
-def grep_data_dir(data: Path, *needles: str) -> list[str]:
-    """Every file of the data directory that still holds one of ``needles`` (any case)."""
-    found = []
-    for path in sorted(p for p in data.rglob("*") if p.is_file()):
-        blob = path.read_bytes().lower()
-        for needle in needles:
-            if needle.lower().encode() in blob:
-                found.append(f"{path.name}: {needle}")
-    return found
 
 
 # --- rebuild equality after every kind of write ----------------------------------------------
@@ -214,7 +205,7 @@ def test_rebuild_refuses_to_write_when_projections_differ_and_names_them(world: 
     rec = world.svc.remember(world.alice, world.mem, {"content": "true text"})
     world.svc.remember(world.alice, world.mem, {"content": "another"})
     db = sqlite3.connect(world.data / "palimpsest.db")
-    db.execute("UPDATE records SET status='forgotten' WHERE id=?", (rec["id"],))
+    db.execute("UPDATE records SET status='forgotten' WHERE id=?", (record_key(rec["id"]),))
     db.commit()
     db.close()
     report = world.svc.rebuild()
@@ -222,7 +213,8 @@ def test_rebuild_refuses_to_write_when_projections_differ_and_names_them(world: 
     assert report["written"] is False
     assert any(rec["id"] in line for line in report["differences"]), report["differences"]
     db = sqlite3.connect(world.data / "palimpsest.db")
-    status = db.execute("SELECT status FROM records WHERE id=?", (rec["id"],)).fetchone()[0]
+    status = db.execute("SELECT status FROM records WHERE id=?",
+                        (record_key(rec["id"]),)).fetchone()[0]
     db.close()
     assert status == "forgotten"  # nothing written while not equal
     repaired = world.svc.rebuild(repair=True)
