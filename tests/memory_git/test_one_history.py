@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from palimpsest.errors import NotFound
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
@@ -113,6 +114,12 @@ def table_counts(data: Path) -> dict[str, int]:
                 for n in names}
     finally:
         db.close()
+
+
+def stored_texts(w: World, *needles: str) -> list[str]:
+    """:func:`grep_data_dir` over the world's data directory, its WAL folded in first."""
+    w.svc._store.compact_after_erase()
+    return grep_data_dir(w.data, *needles)
 
 
 # --- rebuild equality after every kind of write ----------------------------------------------
@@ -248,21 +255,65 @@ def test_erase_of_a_merged_record_leaves_no_byte_of_it_in_the_data_directory(
     assert grep_data_dir(world.data, "Quokkafern", "Wexhollow") == []
 
 
-def test_erase_lists_a_record_whose_words_are_another_records_as_unreachable(
+def body_of(w: World, record_id: str) -> str:
+    head = w.svc._store.record_head(record_id)
+    assert head is not None
+    return head.body_digest
+
+
+def test_erase_of_a_correction_that_kept_its_targets_words_removes_its_own_bytes(
         world: World) -> None:
-    # a correction that changes only the kind keeps the target's words: the very same body
+    # a correction that changes only the kind keeps the target's words in a body of its own
     world.bob_commit("c1", add("Lunch at 12", memory_id="lunch"),
                      {"op_type": "correct_memory", "target_event_id": "lunch",
                       "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
     world.merge("p1")
     got = world.svc.get_record(world.alice, world.mem, "lunch2")
     assert got["content"][0]["text"] == "Lunch at 12"
+    assert got["attributes"]["kind"] == "decision"
+    assert got["attributes"]["memory_git_id"] == "lunch2"
+    own = body_of(world, "lunch2")
+    assert own != body_of(world, "lunch")
     out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch2"]})
-    assert out["erased"] == [] and out["unreachable"] == ["lunch2"]
-    # the other record still reads its own words
+    assert out["erased"] == ["lunch2"] and out["unreachable"] == []
+    assert world.svc._store.body(own) is None
+    # the record it corrected still reads its own words
     history = world.svc.record_history(world.alice, world.mem, "lunch")["data"]
     assert history[0]["content"][0]["text"] == "Lunch at 12"
     assert_rebuild_equal(world)
+
+
+def test_erasing_a_record_a_held_correction_took_its_words_from_says_unreachable(
+        world: World) -> None:
+    world.bob_commit("c1", add("Lunch at Quokkafern", memory_id="lunch"),
+                     {"op_type": "correct_memory", "target_event_id": "lunch",
+                      "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
+    world.merge("p1")
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch"]})
+    # its record is gone, but its words are the correction's, derived from its payload
+    assert out["erased"] == [] and out["unreachable"] == ["lunch"]
+    with pytest.raises(NotFound):
+        world.svc.get_record(world.alice, world.mem, "lunch")
+    again = world.svc.get_record(world.alice, world.mem, "lunch2")
+    assert again["content"][0]["text"] == "Lunch at Quokkafern"
+    assert_rebuild_equal(world)
+    # erasing the correction too takes the words from everywhere, the first payload included
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch2"]})
+    assert out["erased"] == ["lunch2"] and out["unreachable"] == []
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern") == []
+
+
+def test_erasing_a_record_with_its_correction_in_one_call_takes_both(world: World) -> None:
+    world.bob_commit("c1", add("Lunch at Quokkafern", memory_id="lunch"),
+                     {"op_type": "correct_memory", "target_event_id": "lunch",
+                      "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
+    world.merge("p1")
+    assert stored_texts(world, "Quokkafern")  # the scenario did write it
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch", "lunch2"]})
+    assert out["erased"] == ["lunch", "lunch2"] and out["unreachable"] == []
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern") == []
 
 
 def test_a_diff_over_an_erased_op_says_so(world: World) -> None:
