@@ -61,7 +61,8 @@ from palimpsest.service.ops import (
     snapshots,
     tree,
 )
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage import open_store
+from palimpsest.service.storage.protocol import ReviewStore
 
 Clock = Callable[[], int]  # epoch milliseconds
 
@@ -80,7 +81,7 @@ class MemoryService:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
-        self._store = SqliteStore(data_dir, durability=durability)
+        self._store = open_store(self.data_dir, durability=durability)
         self._core = Core(self._store, clock)
         self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
 
@@ -161,17 +162,18 @@ class MemoryService:
         """The caller for a member id (used by in-process integrations and tests)."""
         return self._core.caller_for(member_id)
 
-    def memory_git_backend(self) -> tuple[SqliteStore, Callable[[Changeset], None]]:
-        """The store Memory Git shares (one database, one transaction per write) and the
-        projector that applies a changeset accepted on ``refs/shared/main`` to records and the
-        search index (call it inside the store's write transaction)."""
+    def memory_git_backend(self) -> tuple[ReviewStore, Callable[[Changeset], None]]:
+        """Memory Git's review tables over the service's store (one database, one transaction
+        per write) and the projector that applies a changeset accepted on
+        ``refs/shared/main`` to records and the search index (call it inside the store's write
+        transaction)."""
         core = self._core
 
         def project(cs: Changeset) -> None:
             for op in cs.ops:
                 core.apply(cs, op)
 
-        return self._store, project
+        return self._store.review_store(), project
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,

@@ -37,9 +37,8 @@ from palimpsest.service import history
 from palimpsest.service.core import Core
 from palimpsest.service.memorygit.review import Proposal
 from palimpsest.service.model import CHANGESET_EXTRA, Changeset, Op, Ref, Wire, unavailable
-from palimpsest.service.storage import open_import_target, schema1, schema2
+from palimpsest.service.storage import SCHEMA_VERSION, open_import_target, schema1, schema2
 from palimpsest.service.storage.protocol import ImportTarget, changeset_key, proposal_key
-from palimpsest.service.storage.schema import SCHEMA_VERSION
 
 WORK = "migrating"
 _BODIED = ("add_record", "revise_record")

@@ -7,6 +7,7 @@ Everything above storage opens a store here and sees it only through :mod:`.prot
 from pathlib import Path
 
 from palimpsest.service.storage.protocol import ImportTarget, Store
+from palimpsest.service.storage.schema import SCHEMA_VERSION
 from palimpsest.service.storage.sqlite import SqliteStore
 
 
@@ -24,4 +25,4 @@ def open_import_target(data_dir: Path) -> ImportTarget:
     return SqliteStore(data_dir)
 
 
-__all__ = ["open_import_target", "open_store"]
+__all__ = ["SCHEMA_VERSION", "open_import_target", "open_store"]

@@ -28,6 +28,7 @@ implementation keeps:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -439,6 +440,12 @@ class ImportTarget(Store, Protocol):
         """A ref of an older store, its head already rewritten."""
 
 
+def hash_secret(secret: str) -> str:
+    """How every store keeps a credential: credentials are random 256-bit secrets, so one
+    SHA-256 pass (hex) is the right hash."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
 def changeset_key(key: str) -> str:
     """Where a Memory Git commit's in-body idempotency key lives in the one idempotency table
     (a space: no ``Idempotency-Key`` header can name it, so no UHP key can collide)."""
@@ -450,4 +457,5 @@ def proposal_key(key: str) -> str:
     return f"proposal {key}"
 
 
-__all__ = ["ImportTarget", "ReviewStore", "Store", "changeset_key", "proposal_key"]
+__all__ = ["ImportTarget", "ReviewStore", "Store", "changeset_key", "hash_secret",
+           "proposal_key"]

@@ -6,7 +6,6 @@ this is still part of the one package that speaks SQL.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -14,6 +13,7 @@ from typing import Any, Final
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
+from palimpsest.service.storage.protocol import hash_secret
 from palimpsest.service.storage.rows import Hit
 
 # 2: one history — record bodies and Memory Git payloads content-addressed in ``bodies`` (no
@@ -131,11 +131,6 @@ def member_of(row: sqlite3.Row) -> Member:
 def grant_of(row: sqlite3.Row) -> Grant:
     return Grant(row["id"], row["memory_id"], row["principal"], privs(row["privileges"]),
                  row["created_at"])
-
-
-def hash_secret(secret: str) -> str:
-    """Credentials are random 256-bit secrets, so one SHA-256 pass is the right hash."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
 class Statements:
