@@ -261,6 +261,31 @@ def body_of(w: World, record_id: str) -> str:
     return head.body_digest
 
 
+def test_a_merged_record_keeps_its_words_once(world: World) -> None:
+    words = " ".join(f"Quokka{n}fern" for n in range(300))  # ~3.3 KB no dictionary knows
+    note = "seen at Wexhollow " + words[:3000]
+    world.bob_commit("c1", add(words, memory_id="long", summary="Wexhollow " + words[:200]))
+    world.bob_commit("c2", {"op_type": "attach_evidence", "target_event_id": "long",
+                            "payload": {"kind": "note", "note": note}})
+    world.merge("p1")
+    got = world.svc.get_record(world.alice, world.mem, "long")
+    assert got["content"][0]["text"] == words and got["version"] == 2
+    assert got["attributes"]["evidence"][0]["note"] == note
+    db = sqlite3.connect(world.data / "palimpsest.db")
+    try:
+        rows = {bytes(d).hex(): (len(data), bases) for d, data, bases in db.execute(
+            "SELECT digest, data, bases FROM bodies")}
+    finally:
+        db.close()
+    # both versions are deltas of what they were derived from: copies of its ranges
+    for version in world.svc._store.versions("long"):
+        size, bases = rows[version.body_digest]
+        assert bases is not None and size < 300, (version.version, size)
+    # the words themselves: in the two payloads, deflated, less than one plain copy each
+    assert sum(size for size, bases in rows.values() if bases is None) < len(words) + len(note)
+    assert_rebuild_equal(world)
+
+
 def test_erase_of_a_correction_that_kept_its_targets_words_removes_its_own_bytes(
         world: World) -> None:
     # a correction that changes only the kind keeps the target's words in a body of its own
