@@ -39,7 +39,7 @@ from palimpsest.service.model import (
     unavailable,
 )
 from palimpsest.service.storage.protocol import Store
-from palimpsest.service.storage.rows import StoredVersion
+from palimpsest.service.storage.rows import RecordHead, StoredVersion
 
 Clock = Callable[[], int]
 
@@ -59,19 +59,27 @@ def _thread(body: RecordBody | None) -> str | None:
 class _Stored:
     """The entries of the one projection as the record projection of one memory holds them
     (:class:`palimpsest.service.projection.State`). A record a Memory Git op made shows its
-    fields through its body; one a UHP write made is, to Memory Git, an id and a status."""
+    fields through its body; one a UHP write made is, to Memory Git, an id and a status. The
+    heads it read are kept for the writes that follow (:meth:`head`)."""
 
     def __init__(self, core: Core, memory_id: str, *, mine: bool) -> None:
         self._core = core
         self._memory = memory_id
         self._mine = mine  # a Memory Git op: it reads the fields of the records it touches
+        self._heads: dict[str, RecordHead | None] = {}
 
     @property
     def project(self) -> str:
         return self._memory
 
+    def head(self, record_id: str) -> RecordHead | None:
+        """The record's stored head (anywhere), read once per op."""
+        if record_id not in self._heads:
+            self._heads[record_id] = self._core.store.record_head(record_id)
+        return self._heads[record_id]
+
     def entry(self, record_id: str) -> projection.Entry | None:
-        row = self._core.store.record_head(record_id)
+        row = self.head(record_id)
         if row is None or row.memory_id != self._memory:
             return None
         body = self._core.body(row.body_digest) if self._mine else None
@@ -295,10 +303,11 @@ class Core:
         the one projection (:func:`palimpsest.service.projection.apply`)."""
         state = _Stored(self, cs.memory_id, mine=op.op_type not in projection.UHP_OPS)
         for change in projection.apply(state, cs, op, 0, strict=False):
-            self._project(cs, change)
+            self._project(cs, change, state.head(change.entry.memory_id))
 
-    def _project(self, cs: Changeset, change: projection.Change) -> None:
-        """Write what one op did to one record into the store."""
+    def _project(self, cs: Changeset, change: projection.Change, row: RecordHead | None
+                 ) -> None:
+        """Write what one op did to one record (whose stored head is ``row``) into the store."""
         rid = change.entry.memory_id
         if change.erased:
             for fid in self._file_ids(rid):
@@ -307,12 +316,12 @@ class Core:
             self.store.forget_responses(rid)
             return
         if change.version is not None:
-            self._new_version(cs, rid, change.version)
+            self._new_version(cs, rid, change.version, row)
         elif change.retired_at is not None:
             self.store.project_forget(rid, change.retired_at)
 
-    def _new_version(self, cs: Changeset, rid: str, v: projection.Version) -> None:
-        row = self.store.record_head(rid)
+    def _new_version(self, cs: Changeset, rid: str, v: projection.Version,
+                     row: RecordHead | None) -> None:
         if row is not None and row.memory_id != cs.memory_id:
             raise invalid("the record already exists in another memory")
         body = v.body

@@ -34,17 +34,18 @@ def digest_key(digest: str) -> bytes | None:
 
 
 class ChangesetRows(Names):
-    """Changesets and bodies over ``_db``."""
+    """Changesets and bodies over ``_db``.
 
-    _last_cs: tuple[str, int] | None
+    The rows of recent changesets are remembered (a new changeset names its parent by row),
+    those a write made only once it commits, as :class:`.schema.Names` does with its keys."""
+
+    _seqs: dict[str, int]
+    _new_seqs: dict[str, int]
 
     # --- changesets -----------------------------------------------------------------------
     def insert_changeset(self, cs: Changeset) -> None:
         """Append an immutable changeset (ignored if the same id exists); the payloads it keeps
         apart go to ``bodies``, once each."""
-        key = bytes.fromhex(cs.id)
-        if self._one("SELECT 1 FROM changesets WHERE id=?", (key,)) is not None:
-            return
         doc = cs.document()
         for name in _KEPT_BY_ROW:
             del doc[name]
@@ -54,20 +55,32 @@ class ChangesetRows(Names):
             for name in _PRINCIPALS:
                 if isinstance(op.get("payload", {}).get(name), dict):
                     op["payload"][name] = self._key(canonical.encode(op["payload"][name]).decode())
-        cur = self._db.execute("INSERT INTO changesets (id, mem, doc) VALUES (?,?,?)",
-                               (key, self._key(cs.memory_id), pack(canonical.encode(doc))))
-        self._last_cs = (cs.id, int(cur.lastrowid or 0))
+        cur = self._db.execute("INSERT OR IGNORE INTO changesets (id, mem, doc) VALUES (?,?,?)",
+                               (bytes.fromhex(cs.id), self._key(cs.memory_id),
+                                pack(canonical.encode(doc))))
+        if not cur.rowcount:
+            return  # stored already (the same id is the same changeset)
+        self._new_seqs[cs.id] = int(cur.lastrowid or 0)
         for op in cs.ops:
             if op.payload_digest is not None and op.payload is not None:
                 self.put_body(op.payload_digest, payload_bytes(op.payload))
 
     def _seq(self, cid: str) -> int | None:
         """The row of a stored changeset."""
-        if self._last_cs is not None and self._last_cs[0] == cid:
-            return self._last_cs[1]
+        found = self._new_seqs.get(cid) or self._seqs.get(cid)
+        if found is not None:
+            return found
         key = digest_key(cid)
         row = self._one("SELECT seq FROM changesets WHERE id=?", (key,)) if key else None
         return int(row["seq"]) if row is not None else None
+
+    def _settle_seqs(self, committed: bool) -> None:
+        """After a write: remember the rows it made (committed), or forget them."""
+        if committed:
+            if len(self._seqs) > 10_000:
+                self._seqs.clear()
+            self._seqs.update(self._new_seqs)
+        self._new_seqs.clear()
 
     def _changeset_of(self, key: bytes, mem: int, blob: bytes) -> Changeset:
         data = load(unpack(blob))
@@ -115,6 +128,9 @@ class ChangesetRows(Names):
         """Store content-addressed bytes once; ``bases`` name stored values they were derived
         from (kept as a delta of them, so words they repeat take their space once)."""
         key = bytes.fromhex(digest)
+        if not bases:
+            self._x("INSERT OR IGNORE INTO bodies VALUES (?,?,NULL)", (key, pack(data)))
+            return
         if self._one("SELECT 1 FROM bodies WHERE digest=?", (key,)) is not None:
             return
         held = [(b, self._raw(b)) for b in dict.fromkeys(bases) if b != digest]

@@ -8,10 +8,11 @@ Three forms, told apart by their first byte:
   and constant values of changesets, record bodies and payloads), so a small document pays
   little for its structure;
 - ``3``: the same, after the names the service mints are turned back into the bytes they
-  spell — a hex SHA-256 into its 32 bytes, an id such as ``hrec_<26 base32 letters>`` into
-  its prefix and 16 bytes — marked by a byte canonical JSON never holds (it escapes every
-  control character), so the text comes back exactly (deflate cannot shrink random hex
-  below the 8 bits a letter costs in a short document);
+  spell — a string that is a hex SHA-256 into its 32 bytes, one that is an id such as
+  ``hrec_<26 base32 letters>`` (or a principal ``member:hmbr_…``) into its prefix and 16
+  bytes — marked by a byte canonical JSON never holds (it escapes every control character),
+  so the text comes back exactly (deflate cannot shrink random hex below the 8 bits a letter
+  costs in a short document);
 - ``2``: a *delta* against other stored values (its bases: the payload a merged record was
   derived from, the version it revises), copies of their byte ranges and the bytes in
   between, deflated like ``1``. A merged record repeats its payload's words; stored this way
@@ -22,7 +23,6 @@ Changing either form is a new schema version: stored bytes must stay readable.
 
 from __future__ import annotations
 
-import base64
 import re
 import zlib
 from collections.abc import Sequence
@@ -31,9 +31,9 @@ from typing import Final
 PLAIN: Final = 1
 DELTA: Final = 2
 NAMES: Final = 3
-# one pass over the text, so a mark is only ever made of the text's own letters
-_NAME: Final = re.compile(rb"(?<![0-9a-f])([0-9a-f]{64})(?![0-9a-f])"
-                          rb"|(?<![A-Za-z0-9_])([a-z]{2,8}_)([a-z2-7]{26})(?![A-Za-z0-9])")
+# A JSON string that is (or ends ``:`` and is, like ``member:hmbr_…``) a hex SHA-256 or a
+# minted id; one pass over the text, so a mark is only ever made of the text's own letters.
+_NAME: Final = re.compile(rb'([":])(?:([0-9a-f]{64})|([a-z]{2,8}_)([a-z2-7]{26}))(?=")')
 _MARKED: Final = re.compile(rb"\x00(.{32})|\x01(.{16})", re.DOTALL)
 _MIN_COPY: Final = 8  # shorter common runs are cheaper as literals (and rarely words)
 # The service's own JSON skeleton. Deflate reaches back 32 KiB; this stays far below.
@@ -53,7 +53,9 @@ DICTIONARY: Final = (
 
 
 def _deflate(data: bytes) -> bytes:
-    c = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, zdict=DICTIONARY)
+    # a 4 KiB window and small hash tables: the same bytes for documents this size, at a
+    # tenth of the set-up cost of the defaults (which allocate for megabytes)
+    c = zlib.compressobj(9, zlib.DEFLATED, -12, 4, zlib.Z_DEFAULT_STRATEGY, zdict=DICTIONARY)
     return c.compress(data) + c.flush()
 
 
@@ -62,20 +64,42 @@ def _inflate(data: bytes) -> bytes:
     return d.decompress(data) + d.flush()
 
 
+_B32: Final = "abcdefghijklmnopqrstuvwxyz234567"
+_B32_AS_DIGITS: Final = bytes.maketrans(_B32.encode("ascii"),
+                                        b"0123456789abcdefghijklmnopqrstuv")
+_B32_PAIRS: Final = [a + b for a in _B32 for b in _B32]  # ten bits at a time
+_LETTERS: Final = re.compile(rb"[a-z2-7]{26}")
+
+
+def id_bytes(letters: bytes | str) -> bytes | None:
+    """The 16 bytes 26 lower-case base32 letters spell, as :func:`palimpsest.service.core.mint`
+    writes them; ``None`` when they are not such a spelling (its last letter carries bits)."""
+    data = letters.encode("ascii", "replace") if isinstance(letters, str) else letters
+    if not _LETTERS.fullmatch(data):
+        return None
+    n = int(data.translate(_B32_AS_DIGITS), 32)
+    return None if n & 3 else (n >> 2).to_bytes(16, "big")
+
+
+def id_letters(raw: bytes) -> str:
+    """The inverse of :func:`id_bytes`."""
+    n = int.from_bytes(raw, "big") << 2
+    return "".join(_B32_PAIRS[n >> s & 1023] for s in range(120, -1, -10))
+
+
 def _name_bytes(match: re.Match[bytes]) -> bytes:
-    if match.group(1) is not None:
-        return b"\x00" + bytes.fromhex(match.group(1).decode("ascii"))
-    text = match.group(3)
-    raw = base64.b32decode(text.upper() + b"======")
-    if base64.b32encode(raw).rstrip(b"=").lower() != text:
+    if match.group(2) is not None:
+        return match.group(1) + b"\x00" + bytes.fromhex(match.group(2).decode("ascii"))
+    raw = id_bytes(match.group(4))
+    if raw is None:
         return match.group(0)  # not a name the service minted: kept as it is
-    return match.group(2) + b"\x01" + raw
+    return match.group(1) + match.group(3) + b"\x01" + raw
 
 
 def _marked(match: re.Match[bytes]) -> bytes:
     if match.group(1) is not None:
         return match.group(1).hex().encode("ascii")
-    return base64.b32encode(match.group(2)).rstrip(b"=").lower()
+    return id_letters(match.group(2)).encode("ascii")
 
 
 def _varint(n: int) -> bytes:
@@ -174,4 +198,5 @@ def is_delta(blob: bytes) -> bool:
     return blob[:1] == bytes([DELTA])
 
 
-__all__ = ["DELTA", "DICTIONARY", "NAMES", "PLAIN", "is_delta", "pack", "unpack"]
+__all__ = ["DELTA", "DICTIONARY", "NAMES", "PLAIN", "id_bytes", "id_letters", "is_delta", "pack",
+           "unpack"]

@@ -6,7 +6,6 @@ prime and recall. A base of :class:`palimpsest.service.storage.sqlite.SqliteStor
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import sqlite3
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from typing import Any
 
 from palimpsest.search.fts import match_terms
 from palimpsest.service.storage.changesets import ChangesetRows, digest_key
+from palimpsest.service.storage.pack import id_bytes, id_letters
 from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredVersion
 from palimpsest.service.storage.schema import BM25, load
 
@@ -387,21 +387,15 @@ def record_key(record_id: str) -> bytes | str:
     """A record id as its row keeps it: an id the service minted (``hrec_`` and 26 base32
     letters) as the 16 bytes they spell, any other id as its text."""
     if len(record_id) == 31 and record_id.startswith("hrec_"):
-        text = record_id[5:]
-        try:
-            raw = base64.b32decode(text.upper() + "======")
-        except ValueError:
-            return record_id
-        if base64.b32encode(raw).decode("ascii").rstrip("=").lower() == text:
+        raw = id_bytes(record_id[5:])
+        if raw is not None:
             return raw
     return record_id
 
 
 def _rid(value: Any) -> str:
     """A record id from its row (see :func:`record_key`)."""
-    if isinstance(value, bytes):
-        return "hrec_" + base64.b32encode(value).decode("ascii").rstrip("=").lower()
-    return str(value)
+    return "hrec_" + id_letters(value) if isinstance(value, bytes) else str(value)
 
 
 def _key_of(digest: str) -> bytes | str:

@@ -112,7 +112,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         self._in_tx = False
         self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
         self._writers = {}
-        self._last_cs = None
+        self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
         self._review: GitStore | None = None
         self._peek: sqlite3.Connection | None = None  # see peek_principals_generation
         self._peek_lock = threading.Lock()
@@ -176,8 +176,8 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
                     raise unavailable(f"the store could not commit: {exc}") from exc
             finally:
                 self._in_tx = False
-                self._last_cs = None
                 self._settle_names(committed)
+                self._settle_seqs(committed)
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -232,10 +232,12 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         return [grant_of(r) for r in self._q("SELECT * FROM grants")]
 
     def insert_memory(self, m: Memory) -> None:
-        """Add a node."""
+        """Add a node (with its integer key: a reach names memories that hold no record yet,
+        and a read must find every one of them among the keys it keeps)."""
         self._x("INSERT INTO memories VALUES (?,?,?,?,?,?,?,?,?)",
                 (m.id, m.name, m.description, m.parent_id, int(m.restricted), m.provider,
                  m.created_by, m.created_at, m.updated_at))
+        self._key(m.id)
         self.bump_tree()
 
     def update_memory(self, m: Memory) -> None:
@@ -406,6 +408,9 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 — allowlisted
                f"VALUES ({', '.join('?' * len(columns))})")
         self._db.executemany(sql, [tuple(r) for r in rows])
+        if table == "memories":
+            for r in self._q("SELECT id FROM memories"):
+                self._key(r["id"])
 
     def import_document(self, table: str, columns: Sequence[str], values: Sequence[Any],
                         doc: Any) -> None:
