@@ -149,7 +149,8 @@ def test_the_cli_migrates(old_dir: Path) -> None:
 # in the store (commit d7aa733); the fixture above predates it.
 SESSIONS_DDL = """CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY,
   member_id TEXT NOT NULL, credential_id TEXT NOT NULL, csrf TEXT NOT NULL,
-  created_at INTEGER NOT NULL, idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+  created_at INTEGER NOT NULL, idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL)
+  WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_member ON sessions(member_id, created_at);"""
 DAY_MS = 86_400_000
 
