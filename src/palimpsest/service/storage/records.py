@@ -321,14 +321,14 @@ class RecordRows(ChangesetRows):
         held = [t for t, n in out.items() if n > 0]
         if not held or self._whole_store(memory_ids):
             return out
-        reach = list(dict.fromkeys(memory_ids))
-        marks = ",".join("?" * len(reach))
+        mems = self._mems(memory_ids)
+        marks = ",".join("?" * len(mems))
         for term in held:
             match = match_terms([term], "any")
             r = self._one(f"SELECT count(*) AS c FROM record_fts f CROSS JOIN records r "  # noqa: S608
                           f"ON r.n = f.rowid WHERE record_fts MATCH ? "
-                          f"AND r.memory_id IN ({marks})", (match, *reach)) \
-                if match is not None and reach else None
+                          f"AND r.mem IN ({marks})", (match, *mems)) \
+                if match is not None and mems else None
             out[term] = int(r["c"]) if r else 0
         return out
 
