@@ -64,7 +64,7 @@ from palimpsest.hn.envelope import (
 )
 from palimpsest.hn.index import IndexContext, open_index
 from palimpsest.hn.recall import grep, recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
 from palimpsest.identity import Identity, identity_from_seed, save_identity
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,11 +13,11 @@ import pygit2
 import pytest
 
 from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
-from palimpsest.hn import index as index_module
 from palimpsest.hn import store
 from palimpsest.hn.index import INDEX_NAME, KEY_NAME, IndexContext, open_index, verify_index
+from palimpsest.hn.index import core as index_module
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
 from palimpsest.identity import Identity
 from tests.conftest import INTEROP
 from tests.hn.recall_helpers import head, lifecycle, new_repo, remember

@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from palimpsest.hn import index as index_module
 from palimpsest.hn import store
 from palimpsest.hn.envelope import default_stream
 from palimpsest.hn.index import ROW_COLUMNS, IndexContext, open_index, row_values, verify_index
+from palimpsest.hn.index import core as index_module
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
 from palimpsest.identity import Identity, identity_from_seed

@@ -16,11 +16,11 @@ from typing import Any
 import pygit2
 import pytest
 
-from palimpsest.hn import index_query
 from palimpsest.hn.author import append, build_record
 from palimpsest.hn.envelope import Anchor, PathAnchor
+from palimpsest.hn.index import query as index_query
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
 from palimpsest.identity import Identity
 from palimpsest.text import lexical_tokens
 from tests.hn.recall_helpers import commit_files, head, lifecycle, new_repo, remember

@@ -12,7 +12,7 @@ import pytest
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import encode_cursor, normalize_request
+from palimpsest.hn.recall.request import encode_cursor, normalize_request
 from palimpsest.identity import Identity
 from tests.hn.recall_helpers import CAROL, commit_files, head, lifecycle, new_repo, pal, remember
 

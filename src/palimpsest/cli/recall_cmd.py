@@ -62,7 +62,7 @@ def _open(ctx: click.Context) -> Any:
 
 def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
     from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.recall_query import (  # noqa: PLC0415
+    from palimpsest.hn.recall.request import (  # noqa: PLC0415
         DEFAULT_MAX_CONTENT_BYTES,
         DEFAULT_MAX_RECORDS,
         normalize_request,
@@ -107,7 +107,7 @@ def _emit(result: Any, as_json: bool) -> None:
 
 def _read_input(source: str) -> bytes:
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
-    from palimpsest.hn.recall_query import MAX_INPUT_BYTES  # noqa: PLC0415
+    from palimpsest.hn.recall.request import MAX_INPUT_BYTES  # noqa: PLC0415
 
     try:
         if source == "-":
@@ -149,7 +149,7 @@ def recall_command(
     """Bounded, deterministic recall of verified memories (inert data, never instructions)."""
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
     from palimpsest.hn.recall import recall  # noqa: PLC0415
-    from palimpsest.hn.recall_query import request_from_json  # noqa: PLC0415
+    from palimpsest.hn.recall.request import request_from_json  # noqa: PLC0415
 
     repo = _open(ctx)
     if input_path is not None:

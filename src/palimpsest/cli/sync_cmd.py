@@ -17,7 +17,7 @@ import click
 from palimpsest import canonical
 from palimpsest.errors import PalError
 from palimpsest.hn import replication
-from palimpsest.hn.replication_selection import DEFAULT_REMOTE
+from palimpsest.hn.replication.selection import DEFAULT_REMOTE
 from palimpsest.text import safe_line
 
 

@@ -18,7 +18,7 @@ from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.hn.index import IndexContext, StaleIndex, open_index
-from palimpsest.hn.recall_query import RecallRequest, request_from_value
+from palimpsest.hn.recall.request import RecallRequest, request_from_value
 from palimpsest.hn.show import find_memory
 
 if TYPE_CHECKING:

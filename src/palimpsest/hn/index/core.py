@@ -30,9 +30,9 @@ file planted from elsewhere) is detected when read; ``pal memory index verify`` 
 whole index and compares every row.
 
 Layout: this module opens, caches, rebuilds and refreshes the index; its schema and row format
-live in :mod:`palimpsest.hn.index_schema`, the directory and file checks in
-:mod:`palimpsest.hn.index_files`, the writes and incremental re-projection in
-:mod:`palimpsest.hn.index_write`, and the queries in :mod:`palimpsest.hn.index_query`.
+live in :mod:`palimpsest.hn.index.schema`, the directory and file checks in
+:mod:`palimpsest.hn.index.files`, the writes and incremental re-projection in
+:mod:`palimpsest.hn.index.write`, and the queries in :mod:`palimpsest.hn.index.query`.
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ import pygit2
 from palimpsest.errors import Conflict, NotFound, Unavailable
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
-from palimpsest.hn.index_files import (
+from palimpsest.hn.index.files import (
     check_private_file,
     index_dir,
     load_key,
     side_file_ok,
     temp_file,
 )
-from palimpsest.hn.index_schema import (
+from palimpsest.hn.index.schema import (
     CLASS_OF,
     FORMAT,
     GROUP_SQL,
@@ -81,7 +81,7 @@ from palimpsest.hn.index_schema import (
     search_fields,
     source_fingerprint,
 )
-from palimpsest.hn.index_write import (
+from palimpsest.hn.index.write import (
     load_memories,
     project_in,
     reproject,

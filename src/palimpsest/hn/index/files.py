@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 
 from palimpsest.errors import Unavailable
-from palimpsest.hn.index_schema import KEY_NAME, TEMP_PREFIX
+from palimpsest.hn.index.schema import KEY_NAME, TEMP_PREFIX
 
 
 def unsafe(message: str) -> Unavailable:

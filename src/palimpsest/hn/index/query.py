@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from math import isqrt
 from typing import Any
 
-from palimpsest.hn.index import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
-from palimpsest.hn.index_schema import KIND_CODE, TRUST_CODE, doc_group, doc_range, match_query
+from palimpsest.hn.index.core import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
+from palimpsest.hn.index.schema import KIND_CODE, TRUST_CODE, doc_group, doc_range, match_query
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,7 @@ import pygit2
 from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
-from palimpsest.hn.index_schema import (
+from palimpsest.hn.index.schema import (
     CLASS_OF,
     FORMAT,
     GROUP_SQL,

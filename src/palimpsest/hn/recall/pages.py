@@ -32,7 +32,7 @@ from palimpsest.hn.index import (
     open_index,
     search_fields,
 )
-from palimpsest.hn.index_query import (
+from palimpsest.hn.index.query import (
     Candidate,
     Selection,
     admits,
@@ -45,7 +45,7 @@ from palimpsest.hn.index_query import (
     selection,
     sum_search_units,
 )
-from palimpsest.hn.recall_query import (
+from palimpsest.hn.recall.request import (
     WARNING,
     GrepSpec,
     RecallRequest,

@@ -33,12 +33,12 @@ from typing import Any
 import pygit2
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.hn import replication_git as rgit
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
-from palimpsest.hn.replication_report import (
+from palimpsest.hn.replication import git as rgit
+from palimpsest.hn.replication.report import (
     FAILED,
     Dependency,
     PublishOutcome,
@@ -47,7 +47,7 @@ from palimpsest.hn.replication_report import (
     SyncReport,
     redact_url,
 )
-from palimpsest.hn.replication_selection import (
+from palimpsest.hn.replication.selection import (
     Selection,
     ensure_private_dir,
     load_selection,
@@ -57,7 +57,7 @@ from palimpsest.hn.replication_selection import (
     selections_dir,
     validate_remote,
 )
-from palimpsest.hn.replication_txn import (
+from palimpsest.hn.replication.txn import (
     KILL_ENV,
     PHASES,
     checkpoint,

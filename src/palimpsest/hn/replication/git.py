@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from palimpsest.errors import Conflict, InvalidInput, Unavailable
-from palimpsest.hn.replication_selection import ensure_private_dir, is_hex64
+from palimpsest.hn.replication.selection import ensure_private_dir, is_hex64
 
 _HARDENING = (
     "-c", "core.hooksPath=/dev/null",

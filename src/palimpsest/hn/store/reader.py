@@ -2,7 +2,7 @@
 append with compare-and-swap, and the read-only repository probes projection needs.
 
 This is the only module of ``palimpsest.hn`` that touches Git (replication aside, and the
-read-only probes it re-exports from :mod:`palimpsest.hn.store_probe`).  It takes a
+read-only probes it re-exports from :mod:`palimpsest.hn.store.probe`).  It takes a
 ``pygit2.Repository`` (bare or not, a quarantine included) or a path, and never assumes a work
 tree.  Reading never changes a ref; every failure is raised before anything is returned, so one
 bad stream fails the whole collection (hn-memory-v0.md §11, fail closed).
@@ -33,8 +33,8 @@ from palimpsest.hn.envelope import (
     signature_material,
     signature_valid,
 )
-from palimpsest.hn.sigpool import DeferredSignatures, worker_count
-from palimpsest.hn.store_probe import POLICY_PATH, RepoProbe, policy_blob, resolve_commit
+from palimpsest.hn.store.probe import POLICY_PATH, RepoProbe, policy_blob, resolve_commit
+from palimpsest.hn.store.sigpool import DeferredSignatures, worker_count
 
 LOCAL_PREFIX = "refs/hn/memory/"
 REMOTES_PREFIX = "refs/hn/remotes/"
@@ -343,7 +343,7 @@ def load_streams(
     :func:`load_stream` on each in turn.
 
     Large reads hand the Ed25519 arithmetic to worker processes
-    (:mod:`palimpsest.hn.sigpool`; ``workers`` None = automatic, 0 = none) while this process
+    (:mod:`palimpsest.hn.store.sigpool`; ``workers`` None = automatic, 0 = none) while this process
     makes every other check.
 
     Raises:
