@@ -30,11 +30,14 @@ from palimpsest.hn.store.probe import (
     resolve_commit,
 )
 from palimpsest.hn.store.reader import (
+    Walk,
     collect,
     collect_from,
     load_stream,
     load_stream_since,
     load_streams,
+    verify_walk,
+    walk_streams,
 )
 from palimpsest.hn.store.refs import (
     LOCAL_PREFIX,
@@ -58,6 +61,7 @@ __all__ = [
     "MemoryRef",
     "RepoProbe",
     "StreamHead",
+    "Walk",
     "append_memory",
     "collect",
     "collect_from",
@@ -78,5 +82,7 @@ __all__ = [
     "resolve_commit",
     "stream_head",
     "valid_remote_name",
+    "verify_walk",
+    "walk_streams",
     "write_memory_objects",
 ]

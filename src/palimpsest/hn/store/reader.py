@@ -10,7 +10,8 @@ tree.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pygit2
@@ -27,6 +28,7 @@ from palimpsest.hn.envelope import (
     signature_material,
     signature_valid,
 )
+from palimpsest.hn.store.objects import ObjectReader
 from palimpsest.hn.store.refs import MemoryRef, list_memory_refs
 from palimpsest.hn.store.sigpool import DeferredSignatures, worker_count
 
@@ -44,12 +46,12 @@ def corrupt(ref: str, commit: str, why: str) -> InvalidInput:
     )
 
 
-def _read_blob(repo: pygit2.Repository, oid: Any, limit: int, ref: str, commit: str) -> bytes:
+def _read_blob(reader: ObjectReader, oid: bytes, limit: int, ref: str, commit: str) -> bytes:
     # One read, bound checked afterwards: a separate header read doubles the object-store work
     # of the reader's hot path.  Replication measures object sizes in quarantine before this
     # loader runs, so remote data cannot make it inflate an oversized blob.
     try:
-        kind, data = repo.odb.read(oid)
+        kind, data = reader.read(oid)
     except (KeyError, pygit2.GitError) as exc:
         raise corrupt(ref, commit, "blob object is missing") from exc
     if kind != _OBJ_BLOB:
@@ -60,16 +62,15 @@ def _read_blob(repo: pygit2.Repository, oid: Any, limit: int, ref: str, commit: 
 
 
 def _checked_at(
-    repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
+    repo: pygit2.Repository, reader: ObjectReader, tree_id: bytes, ref: str, hexid: str
 ) -> tuple[bytes, str, Envelope, bytes, bytes]:
     """Check one memory commit's tree, payload, signature encoding and key (§11, per commit):
     everything but the Ed25519 arithmetic, whose inputs (raw key, raw signature) it returns."""
     # Fast path: the only acceptable tree object is byte-for-byte the two 100644 entries in Git
     # order, so compare its raw bytes instead of walking parsed entries.
-    tree_id = commit.tree_id
-    width = len(tree_id.raw)
+    width = len(tree_id)
     try:
-        kind, raw = repo.odb.read(tree_id)
+        kind, raw = reader.read(tree_id)
     except (KeyError, pygit2.GitError) as exc:
         raise corrupt(ref, hexid, "tree object is missing") from exc
     if kind != _OBJ_TREE:
@@ -80,12 +81,12 @@ def _checked_at(
         and raw.startswith(_ENTRY_PAYLOAD)
         and raw[split : split + len(_ENTRY_SIGNATURE)] == _ENTRY_SIGNATURE
     ):
-        payload_id = pygit2.Oid(raw[len(_ENTRY_PAYLOAD) : split])
-        signature_id = pygit2.Oid(raw[-width:])
+        payload_id = raw[len(_ENTRY_PAYLOAD) : split]
+        signature_id = raw[-width:]
     else:
-        payload_id, signature_id = _diagnose_tree(commit, ref, hexid)
-    payload = _read_blob(repo, payload_id, MAX_PAYLOAD_BYTES, ref, hexid)
-    sig_bytes = _read_blob(repo, signature_id, MAX_SIGNATURE_BYTES, ref, hexid)
+        payload_id, signature_id = _diagnose_tree(repo, tree_id, ref, hexid)
+    payload = _read_blob(reader, payload_id, MAX_PAYLOAD_BYTES, ref, hexid)
+    sig_bytes = _read_blob(reader, signature_id, MAX_SIGNATURE_BYTES, ref, hexid)
     try:
         envelope = decode_envelope(payload)
         signature = sig_bytes.decode("ascii")
@@ -104,7 +105,9 @@ def check_commit(
     repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
 ) -> tuple[bytes, str, Envelope]:
     """Check one memory commit's tree, payload and signature (§11, per commit)."""
-    payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, ref, hexid)
+    payload, signature, envelope, raw_key, raw_sig = _checked_at(
+        repo, ObjectReader(repo), commit.tree_id.raw, ref, hexid
+    )
     if not signature_valid(raw_key, raw_sig, payload):
         raise corrupt(ref, hexid, SIGNATURE_FAILED)
     return payload, signature, envelope
@@ -114,13 +117,15 @@ _ENTRY_PAYLOAD = b"100644 memory.json\x00"
 _ENTRY_SIGNATURE = b"100644 signature\x00"
 
 
-def _diagnose_tree(commit: pygit2.Commit, ref: str, hexid: str) -> tuple[Any, Any]:
+def _diagnose_tree(
+    repo: pygit2.Repository, tree_id: bytes, ref: str, hexid: str
+) -> tuple[bytes, bytes]:
     """Explain why a tree is not the exact two-entry memory tree (always raises)."""
-    tree = commit.tree
-    if len(tree) != 2:
+    tree = repo[pygit2.Oid(tree_id)]
+    if len(tree) != 2:  # type: ignore[arg-type]
         raise corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
     payload_id = signature_id = None
-    for entry in tree:
+    for entry in tree:  # type: ignore[attr-defined]
         if entry.filemode != _BLOB_MODE:
             raise corrupt(ref, hexid, "tree entries must be mode 100644 blobs")
         if entry.name == "memory.json" and payload_id is None:
@@ -144,25 +149,71 @@ def lookup_commit(repo: pygit2.Repository, oid: Any, ref: str) -> pygit2.Commit:
     return obj  # type: ignore[return-value]
 
 
-def _verify_chain(
+# One commit of a stream as the walk keeps it: its hex ID and its tree's binary ID.
+_Link = tuple[str, bytes]
+
+
+def _links(raw: bytes) -> tuple[bytes, list[str]] | None:
+    """The tree (binary) and parent (hex) IDs at the head of a raw commit object, or None when
+    the object does not start like one (libgit2 then parses it, to say why)."""
+    if not raw.startswith(b"tree "):
+        return None
+    end = raw.find(b"\n", 5)
+    try:
+        tree = bytes.fromhex(raw[5:end].decode("ascii"))
+        parents = []
+        pos = end + 1
+        while raw.startswith(b"parent ", pos):
+            stop = raw.find(b"\n", pos)
+            parent = raw[pos + 7 : stop].decode("ascii")
+            bytes.fromhex(parent)
+            parents.append(parent)
+            pos = stop + 1
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if len(tree) not in (20, 32) or any(len(p) != 2 * len(tree) for p in parents):
+        return None
+    return tree, parents
+
+
+def _commit_at(
+    repo: pygit2.Repository, reader: ObjectReader, hexid: str, ref: str
+) -> tuple[bytes, list[str]]:
+    """The tree and parents of a stream's commit ``hexid``."""
+    try:
+        kind, raw = reader.read(bytes.fromhex(hexid))
+    except (KeyError, ValueError, pygit2.GitError) as exc:
+        raise corrupt(ref, hexid, "commit object is missing") from exc
+    if kind != _OBJ_COMMIT:
+        raise corrupt(ref, hexid, "object is not a commit")
+    links = _links(raw)
+    if links is None:
+        commit = lookup_commit(repo, pygit2.Oid(hex=hexid), ref)
+        return commit.tree_id.raw, [str(p) for p in commit.parent_ids]
+    return links
+
+
+def _verify_chain(  # noqa: PLR0917 - internal, the reader's loop
     repo: pygit2.Repository,
+    reader: ObjectReader,
     ref: MemoryRef,
-    chain: list[pygit2.Commit],
+    chain: Sequence[_Link],
     first_position: int,
     previous: str,
     *,
     checks: DeferredSignatures | None = None,
-) -> tuple[VerifiedMemory, ...]:
-    """Check each commit (tree, payload, signature) and the continuity rules of §11.
+) -> Iterator[VerifiedMemory]:
+    """Check each commit (tree, payload, signature) and the continuity rules of §11, yielding
+    each memory once every check but (with ``checks``) the deferred Ed25519 arithmetic passed.
 
-    With ``checks``, the Ed25519 arithmetic is deferred to it (in this order, so the same
-    failure wins); the caller settles it (``finish``) before trusting the result.
+    With ``checks``, the arithmetic is deferred to it (in this order, so the same failure
+    wins); the caller settles it (``finish``) before trusting anything yielded.
     """
-    out: list[VerifiedMemory] = []
     name = ref.name
-    for position, commit in enumerate(chain, start=first_position):
-        hexid = str(commit.id)
-        payload, signature, envelope, raw_key, raw_sig = _checked_at(repo, commit, name, hexid)
+    for position, (hexid, tree_id) in enumerate(chain, start=first_position):
+        payload, signature, envelope, raw_key, raw_sig = _checked_at(
+            repo, reader, tree_id, name, hexid
+        )
         if checks is None:
             if not signature_valid(raw_key, raw_sig, payload):
                 raise corrupt(name, hexid, SIGNATURE_FAILED)
@@ -178,27 +229,97 @@ def _verify_chain(
         if envelope.previous != previous:
             raise corrupt(name, hexid, "previous does not name the preceding memory")
         previous = memory_id(payload)
-        out.append(VerifiedMemory(previous, hexid, payload, envelope, signature, name))
-    return tuple(out)
+        yield VerifiedMemory(previous, hexid, payload, envelope, signature, name)
 
 
-def _walk(repo: pygit2.Repository, ref: MemoryRef, max_entries: int | None) -> list[pygit2.Commit]:
+def _walk(
+    repo: pygit2.Repository, reader: ObjectReader, ref: MemoryRef, max_entries: int | None
+) -> list[_Link]:
     """The commits of one stream from its root to its head (single parents only)."""
-    chain: list[pygit2.Commit] = []
-    oid: Any = pygit2.Oid(hex=ref.head)
+    chain: list[_Link] = []
+    hexid = ref.head
     while True:
-        commit = lookup_commit(repo, oid, ref.name)
-        chain.append(commit)
+        tree_id, parents = _commit_at(repo, reader, hexid, ref.name)
+        chain.append((hexid, tree_id))
         if max_entries is not None and len(chain) > max_entries:
-            raise corrupt(ref.name, str(oid), f"stream exceeds {max_entries} entries")
-        parents = commit.parent_ids
+            raise corrupt(ref.name, hexid, f"stream exceeds {max_entries} entries")
         if not parents:
             break
         if len(parents) > 1:
-            raise corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
-        oid = parents[0]
+            raise corrupt(ref.name, hexid, "merge commit: exactly one parent is allowed")
+        hexid = parents[0]
     chain.reverse()
     return chain
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    """The commit chains of several streams, root first, walked before any is verified.
+
+    ``error`` is the walk failure of the stream after the last chain: it is raised once the
+    streams before it are verified (so an earlier bad signature is the error, as when each
+    stream is read in turn).
+    """
+
+    chains: tuple[tuple[MemoryRef, tuple[_Link, ...]], ...]
+    error: InvalidInput | None
+
+    @property
+    def total(self) -> int:
+        """How many commits the chains hold."""
+        return sum(len(chain) for _ref, chain in self.chains)
+
+
+def walk_streams(repo: pygit2.Repository, refs: Iterable[MemoryRef]) -> Walk:
+    """Walk the commits of every stream in order, stopping at the first that fails."""
+    reader = ObjectReader(repo)
+    chains: list[tuple[MemoryRef, tuple[_Link, ...]]] = []
+    for ref in refs:
+        try:
+            chains.append((ref, tuple(_walk(repo, reader, ref, None))))
+        except InvalidInput as exc:
+            return Walk(tuple(chains), exc)
+    return Walk(tuple(chains), None)
+
+
+def verify_walk(
+    repo: pygit2.Repository, walk: Walk, *, workers: int | None = None
+) -> Iterator[VerifiedMemory]:
+    """Verify walked streams in order, yielding memories as they pass, in ref then sequence
+    order; the same memories and the same first error as :func:`load_stream` on each stream in
+    turn.
+
+    Memories are yielded before their deferred Ed25519 check is settled: the iteration raises
+    before it ends when any check fails, so trust nothing it yielded until it has ended (the
+    index writes them to a temporary file it discards on failure).
+
+    Large reads hand the Ed25519 arithmetic to worker processes
+    (:mod:`palimpsest.hn.store.sigpool`; ``workers`` None = automatic, 0 = none) while this
+    process makes every other check.
+
+    Raises:
+        InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
+    """
+    reader = ObjectReader(repo)
+    count = worker_count(walk.total) if workers is None else workers
+    if count <= 0:
+        for ref, chain in walk.chains:
+            yield from _verify_chain(repo, reader, ref, chain, 1, "")
+    else:
+        with DeferredSignatures(count) as checks:
+            try:
+                for ref, chain in walk.chains:
+                    yield from _verify_chain(repo, reader, ref, chain, 1, "", checks=checks)
+            except InvalidInput as exc:
+                failed = checks.finish()  # an earlier bad signature is the sequential error
+                if failed is not None:
+                    raise corrupt(failed[0], failed[1], SIGNATURE_FAILED) from exc
+                raise
+            failed = checks.finish()
+            if failed is not None:
+                raise corrupt(failed[0], failed[1], SIGNATURE_FAILED)
+    if walk.error is not None:
+        raise walk.error
 
 
 def load_stream(
@@ -211,48 +332,24 @@ def load_stream(
     Raises:
         InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
     """
-    return _verify_chain(repo, ref, _walk(repo, ref, max_entries), 1, "")
+    reader = ObjectReader(repo)
+    return tuple(_verify_chain(repo, reader, ref, _walk(repo, reader, ref, max_entries), 1, ""))
 
 
 def load_streams(
     repo: pygit2.Repository, refs: Iterable[MemoryRef], *, workers: int | None = None
 ) -> list[tuple[VerifiedMemory, ...]]:
     """Fully verify several streams, in order; the same result and the same first error as
-    :func:`load_stream` on each in turn.
-
-    Large reads hand the Ed25519 arithmetic to worker processes
-    (:mod:`palimpsest.hn.store.sigpool`; ``workers`` None = automatic, 0 = none) while this process
-    makes every other check.
+    :func:`load_stream` on each in turn (``workers`` as for :func:`verify_walk`).
 
     Raises:
         InvalidInput: ``invalid-memory-stream`` naming the ref, commit and rule.
     """
-    chains: list[tuple[MemoryRef, list[pygit2.Commit]]] = []
-    walk_error: InvalidInput | None = None
-    for ref in refs:
-        try:
-            chains.append((ref, _walk(repo, ref, None)))
-        except InvalidInput as exc:  # raised after the streams before it are verified
-            walk_error = exc
-            break
-    count = worker_count(sum(len(c) for _r, c in chains)) if workers is None else workers
-    if count <= 0:
-        streams = [_verify_chain(repo, ref, chain, 1, "") for ref, chain in chains]
-    else:
-        with DeferredSignatures(count) as checks:
-            try:
-                streams = [_verify_chain(repo, ref, c, 1, "", checks=checks) for ref, c in chains]
-            except InvalidInput as exc:
-                failed = checks.finish()  # an earlier bad signature is the sequential error
-                if failed is not None:
-                    raise corrupt(failed[0], failed[1], SIGNATURE_FAILED) from exc
-                raise
-            failed = checks.finish()
-            if failed is not None:
-                raise corrupt(failed[0], failed[1], SIGNATURE_FAILED)
-    if walk_error is not None:
-        raise walk_error
-    return streams
+    walk = walk_streams(repo, refs)
+    found: dict[str, list[VerifiedMemory]] = {ref.name: [] for ref, _chain in walk.chains}
+    for memory in verify_walk(repo, walk, workers=workers):
+        found[memory.ref].append(memory)
+    return [tuple(found[ref.name]) for ref, _chain in walk.chains]
 
 
 def load_stream_since(
@@ -267,19 +364,19 @@ def load_stream_since(
     Raises:
         InvalidInput: ``invalid-memory-stream`` as :func:`load_stream` does.
     """
-    chain: list[pygit2.Commit] = []
-    oid: Any = pygit2.Oid(hex=ref.head)
-    while str(oid) != known_head:
-        commit = lookup_commit(repo, oid, ref.name)
-        chain.append(commit)
-        parents = commit.parent_ids
+    reader = ObjectReader(repo)
+    chain: list[_Link] = []
+    hexid = ref.head
+    while hexid != known_head:
+        tree_id, parents = _commit_at(repo, reader, hexid, ref.name)
+        chain.append((hexid, tree_id))
         if not parents:
             return None
         if len(parents) > 1:
-            raise corrupt(ref.name, str(oid), "merge commit: exactly one parent is allowed")
-        oid = parents[0]
+            raise corrupt(ref.name, hexid, "merge commit: exactly one parent is allowed")
+        hexid = parents[0]
     chain.reverse()
-    return _verify_chain(repo, ref, chain, known_count + 1, known_last)
+    return tuple(_verify_chain(repo, reader, ref, chain, known_count + 1, known_last))
 
 
 def collect_from(
@@ -310,6 +407,7 @@ def collect(repo: pygit2.Repository, *, workers: int | None = None) -> tuple[Ver
 
 
 __all__ = [
+    "Walk",
     "check_commit",
     "collect",
     "collect_from",
@@ -318,4 +416,6 @@ __all__ = [
     "load_stream_since",
     "load_streams",
     "lookup_commit",
+    "verify_walk",
+    "walk_streams",
 ]
