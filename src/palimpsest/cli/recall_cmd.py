@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from palimpsest.cli.progress import progress
+
 F = Callable[..., Any]
 
 
@@ -87,17 +89,6 @@ def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
     )
 
 
-def _with_progress(as_json: bool, work: Callable[[], Any]) -> Any:
-    """Run ``work`` under a spinner on an interactive stderr (a first index build of a large
-    store takes a while); never with ``--json`` or when stderr is not a terminal."""
-    if as_json or not sys.stderr.isatty():
-        return work()
-    from rich.console import Console  # noqa: PLC0415
-
-    with Console(stderr=True).status("Reading verified memory"):
-        return work()
-
-
 def _emit(result: Any, as_json: bool) -> None:
     if as_json:
         _write(result.to_json())
@@ -160,7 +151,9 @@ def recall_command(
         request = request_from_json(_read_input(input_path))
     else:
         request = _request(repo, o, query)
-    _emit(_with_progress(as_json, lambda: recall(repo, request)), as_json)
+    with progress(as_json) as report:
+        result = recall(repo, request, progress=report, explain=not as_json)
+    _emit(result, as_json)
 
 
 @click.command("grep")
@@ -183,10 +176,9 @@ def grep_command(
     compile_pattern(raw, ignore_case=ignore_case)
     repo = _open(ctx)
     request = _request(repo, o)
-    _emit(
-        _with_progress(as_json, lambda: grep(repo, request, raw, ignore_case=ignore_case)),
-        as_json,
-    )
+    with progress(as_json) as report:
+        result = grep(repo, request, raw, ignore_case=ignore_case, progress=report)
+    _emit(result, as_json)
 
 
 @click.group("index")
@@ -194,16 +186,20 @@ def index_group() -> None:
     """Rebuild or verify the private, disposable recall index (.git/hn/memory)."""
 
 
-def _index_report(operation: str, state: Any, as_json: bool) -> None:
+def _index_report(repo: Any, operation: str, state: Any, as_json: bool) -> None:
     from palimpsest.canonical import encode  # noqa: PLC0415
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.recall.context import policy_at  # noqa: PLC0415
 
+    # The source fingerprint binds the policy at HEAD (§19.2), as upstream prints it.
+    fingerprint = state.fingerprint(policy_at(repo, store.resolve_commit(repo, "HEAD")).digest)
     if as_json:
         _write(
             encode(
                 {
                     "version": 0,
                     "operation": operation,
-                    "sourceFingerprint": state.source_fingerprint,
+                    "sourceFingerprint": fingerprint,
                     "records": state.records,
                 }
             )
@@ -211,8 +207,7 @@ def _index_report(operation: str, state: Any, as_json: bool) -> None:
         )
     else:
         click.echo(
-            f"Memory index {operation}: version 0, source {state.source_fingerprint}, "
-            f"records {state.records}"
+            f"Memory index {operation}: version 0, source {fingerprint}, records {state.records}"
         )
 
 
@@ -220,25 +215,26 @@ def _index_report(operation: str, state: Any, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def index_rebuild(ctx: click.Context, as_json: bool) -> None:
-    """Rebuild the index at HEAD from verified refs and the policy."""
-    from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.index import IndexContext, open_index  # noqa: PLC0415
+    """Rebuild the index from the verified refs (it serves every query commit)."""
+    from palimpsest.hn.index import open_index  # noqa: PLC0415
 
     repo = _open(ctx)
-    context = IndexContext(store.resolve_commit(repo, "HEAD"))
-    with _with_progress(as_json, lambda: open_index(repo, context, rebuild=True)) as index:
-        _index_report("rebuild", index.state, as_json)
+    with progress(as_json) as report, open_index(repo, rebuild=True, progress=report) as index:
+        state = index.state
+    _index_report(repo, "rebuild", state, as_json)
 
 
 @index_group.command("verify")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def index_verify(ctx: click.Context, as_json: bool) -> None:
-    """Re-derive the index in memory and compare it with the file; fail when it differs."""
+    """Re-derive the index from Git and compare it with the file; fail when it differs."""
     from palimpsest.hn.index import verify_index  # noqa: PLC0415
 
     repo = _open(ctx)
-    _index_report("verify", verify_index(repo), as_json)
+    with progress(as_json) as report:
+        state = verify_index(repo, progress=report)
+    _index_report(repo, "verify", state, as_json)
 
 
 COMMANDS = (recall_command, grep_command, index_group)

@@ -2,37 +2,40 @@
 
 The index is a SQLite file of our own format (hn-memory-v0.md §19 describes upstream's JSON
 file; only the source fingerprint of §19.2 is shared).  It is derived only from verified memory
-refs plus the policy at the query commit, never transported, and safe to delete.
+refs, never transported, and safe to delete.
 
-What it holds: for every source ref the head it was built from; every verified envelope
-(payload bytes and signature, so an update can re-project a few memories without touching Git);
-and one row per record/supersede memory with the projection at the index's context (query
-commit, subject, path) rendered as the exact recall JSON of that record, plus the columns recall
-filters and orders on; beside each row a narrow key row (integer IDs, the same filter and order
-columns) and its topic, term and path postings in a contentless FTS5 table, which filtered
-recalls read instead of the wide rows.  Format changes bump ``FORMAT``; an index of any other
-format or schema is rebuilt.
+Verified once per stream head, free of query context (ARCHITECTURE.md §4): it holds, for every
+source ref, the head it was read at; every verified envelope (so a few memories can be projected
+again without touching Git); and one row per record/supersede memory with what does not depend
+on the query — lifecycle and edges, whether the anchor commit and path anchors check out,
+evidence, anchor and applicability mode, and the recall JSON around its trust value — beside
+narrow integer row keys and the topic, term, path, anchor and subject postings that recalls
+read.  Which rows apply at a query commit, under a subject or a path, and their trust under the
+policy there, are judged when a recall asks (:mod:`palimpsest.hn.recall.context`), never by
+rebuilding: another commit, subject, path or policy reads the same file.
 
 Incremental rule: when a stream head moves forward, only the new commits of that stream are
 read and verified (:func:`palimpsest.hn.store.load_stream_since`); the rows whose answers can
 change — the new rows, the targets of new relationships, rows whose relationships or memory
-evidence name a new memory — are re-projected with :func:`palimpsest.hn.projection.project`
-over exactly the memories those answers depend on.  Anything else (a ref rewritten or deleted,
-another query context, another policy, a damaged or foreign file) rebuilds the whole index from
-Git.  A property test checks the incremental answers against a from-scratch projection.
+evidence name a new memory — are re-projected over exactly the memories those answers depend
+on; so are rows judged with an anchor commit or ``git:`` evidence object that was missing and is
+present now (probed on every open).  Anything else (a ref rewritten or deleted, a damaged or
+foreign file, another format) rebuilds the whole index from Git, streaming
+(:mod:`palimpsest.hn.index.build`).  A property test checks the incremental answers against a
+from-scratch projection.
 
 File safety (security-tests.md D17): the directories are owner-only (0700) and owned by us, the
 file is a 0600 regular file with one link, owned by us; symlinks are refused; a rebuild writes a
 temporary file and renames it over the old one; SQLite runs with ``trusted_schema=OFF`` and the
-schema must be exactly ours (no extra tables, views or triggers).  Every row carries an HMAC
-under a per-repository key kept in a separate 0600 file, so a row no verified memory backs (or a
-file planted from elsewhere) is detected when read; ``pal memory index verify`` re-derives the
-whole index and compares every row.
+schema must be exactly ours (no extra tables, views or triggers).  Rows, totals, anchors and
+cached reach sets carry a MAC under a per-repository key kept in a separate 0600 file, so a row
+no verified memory backs (or a file planted from elsewhere) is detected when read;
+``pal memory index verify`` re-derives the whole index and compares it (:mod:`.verify`).
 
-Layout: this module opens, caches, rebuilds and refreshes the index; its schema and row format
-live in :mod:`palimpsest.hn.index.schema`, the directory and file checks in
-:mod:`palimpsest.hn.index.files`, the writes and incremental re-projection in
-:mod:`palimpsest.hn.index.write`, and the queries in :mod:`palimpsest.hn.index.query`.
+Layout: this module opens, caches, rebuilds and refreshes the index and answers the small
+lookups a query context needs; the schema and row format live in :mod:`.schema`, the file
+checks in :mod:`.files`, the writes and re-projection in :mod:`.write`, the full build in
+:mod:`.build`, verify in :mod:`.verify` and the recall and grep SQL in :mod:`.query`.
 """
 
 from __future__ import annotations
@@ -47,9 +50,10 @@ from typing import Any
 
 import pygit2
 
-from palimpsest.errors import Conflict, NotFound, Unavailable
+from palimpsest.errors import Unavailable
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
+from palimpsest.hn.index.build import Progress, build
 from palimpsest.hn.index.files import (
     check_private_file,
     index_dir,
@@ -58,47 +62,36 @@ from palimpsest.hn.index.files import (
     temp_file,
 )
 from palimpsest.hn.index.schema import (
-    CLASS_OF,
     FORMAT,
-    GROUP_SQL,
     INDEX_NAME,
-    KEY_NAME,
-    LIFECYCLE_RANK,
-    ROW_COLUMNS,
-    SCHEMA,
-    IndexContext,
     IndexState,
     IndexTampered,
     StaleIndex,
     expected_schema,
-    index_tokens,
-    key_values,
-    posting_terms,
-    recall_record,
-    row_mac,
-    row_values,
+    heads_digest,
+    mac_of,
     schema_of,
-    search_fields,
-    source_fingerprint,
 )
 from palimpsest.hn.index.write import (
+    RowWriter,
+    affected_by,
+    arrived,
     load_memories,
-    project_in,
+    refresh_anchor,
     reproject,
     store_entries,
     store_envelopes,
     write_meta,
-    write_rows,
 )
-from palimpsest.hn.policy import PolicyContext, policy_context
-from palimpsest.hn.projection import Row
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
 MMAP_BYTES = 2_147_418_112  # SQLite's default compile-time ceiling for mmap_size
+REACH_KEPT = 32  # query commits whose reach sets are kept
 
 
-def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
+def connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
+    """A connection to an index file (a new one being built: no journal, no syncs)."""
     conn = sqlite3.connect(
         str(path), isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT
     )
@@ -125,21 +118,15 @@ def _connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
 
 
 class MemoryIndex:
-    """An open, verified-current index for one repository and context."""
+    """An open, verified-current index for one repository (any query context)."""
 
     def __init__(
-        self,
-        repo: pygit2.Repository,
-        conn: sqlite3.Connection,
-        key: bytes,
-        state: IndexState,
-        policy: PolicyContext,
+        self, repo: pygit2.Repository, conn: sqlite3.Connection, key: bytes, state: IndexState
     ) -> None:
         self.repo = repo
         self.conn = conn
         self.key = key
         self.state = state
-        self.policy = policy
 
     def close(self) -> None:
         """Release the index; the connection stays cached for the next call in this process
@@ -160,23 +147,144 @@ class MemoryIndex:
         """
         return load_memories(self.conn, ids)
 
-    # -------------------------------------------------------------- row integrity
+    # -------------------------------------------------------------- integrity
 
-    def row_valid(self, values: Sequence[Any], mac: str) -> bool:
-        """Check the per-row HMAC over every other column of the row (:data:`ROW_COLUMNS`)."""
-        return hmac.compare_digest(row_mac(self.key, values), mac)
+    def valid(self, values: Sequence[Any], mac: str) -> bool:
+        """Check a stored MAC over the other columns of a row."""
+        return hmac.compare_digest(mac_of(self.key, values), mac)
+
+    # -------------------------------------------------------------- query-context lookups
+
+    def anchors(self, aids: Iterable[int] | None = None, *, after: int = 0) -> list[Anchor]:
+        """Anchors by ID (all with an ID above ``after`` when ``aids`` is None), MAC-checked.
+
+        Raises:
+            IndexTampered: an anchor row failed its check.
+        """
+        if aids is None:
+            found = self.conn.execute(
+                "SELECT aid, commit_id, state, n_desc, n_exact, mac FROM anchors WHERE aid > ?",
+                (after,),
+            ).fetchall()
+        else:
+            wanted = sorted(set(aids))
+            found = []
+            for start in range(0, len(wanted), 500):
+                chunk = wanted[start : start + 500]
+                found += self.conn.execute(
+                    "SELECT aid, commit_id, state, n_desc, n_exact, mac FROM anchors"  # noqa: S608
+                    f" WHERE aid IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ).fetchall()
+        return [self._anchor(row) for row in found]
+
+    def anchor_at(self, commit: str) -> Anchor | None:
+        """The anchor of ``commit``, if any row is anchored there (MAC-checked)."""
+        row = self.conn.execute(
+            "SELECT aid, commit_id, state, n_desc, n_exact, mac FROM anchors WHERE commit_id = ?",
+            (commit,),
+        ).fetchone()
+        return None if row is None else self._anchor(row)
+
+    def _anchor(self, row: Sequence[Any]) -> Anchor:
+        aid, commit, state, n_desc, n_exact, mac = row
+        if not self.valid((aid, commit, state, n_desc, n_exact), str(mac)):
+            raise IndexTampered("anchors")
+        return Anchor(int(aid), str(commit), str(state), int(n_desc), int(n_exact))
+
+    def last_anchor(self) -> int:
+        """The largest anchor ID (anchor IDs are 1..n)."""
+        return int(self.conn.execute("SELECT coalesce(max(aid), 0) FROM anchors").fetchone()[0])
+
+    def descendant_anchors(self) -> int:
+        """A bitmap (bit ``aid``) of the anchors holding eligible descendants-mode rows.
+
+        Raises:
+            IndexTampered: an anchor row failed its check.
+        """
+        bits = 0
+        for anchor in self.anchors():
+            if anchor.n_desc:
+                bits |= 1 << anchor.aid
+        return bits
+
+    def reach(self, commit: str) -> tuple[int, int] | None:
+        """The cached reach set of a query commit: ``(upto, bitmap)`` — bit ``aid`` set when
+        anchor ``aid`` (≤ ``upto``) is the commit or one of its ancestors — or None.
+
+        Raises:
+            IndexTampered: the cached row failed its check.
+        """
+        row = self.conn.execute(
+            "SELECT upto, bits, stamp, mac FROM reach WHERE commit_id = ?", (commit,)
+        ).fetchone()
+        if row is None:
+            return None
+        upto, bits, stamp, mac = row
+        if not self.valid((commit, upto, bytes(bits), stamp), str(mac)):
+            raise IndexTampered("reach")
+        return int(upto), int.from_bytes(bytes(bits), "little")
+
+    def reach_commits(self) -> list[str]:
+        """The query commits whose reach sets are kept."""
+        return [str(c) for (c,) in self.conn.execute("SELECT commit_id FROM reach")]
+
+    def remember_reach(self, commit: str, upto: int, bits: int) -> None:
+        """Keep a query commit's reach set (the :data:`REACH_KEPT` most recent are kept)."""
+        raw = bits.to_bytes((bits.bit_length() + 7) // 8, "little")
+        with self.writing():
+            top = self.conn.execute("SELECT coalesce(max(stamp), 0) FROM reach").fetchone()
+            stamp = int(top[0]) + 1
+            values = (commit, upto, raw, stamp)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO reach VALUES (?, ?, ?, ?, ?)",
+                (*values, mac_of(self.key, values)),
+            )
+            self.conn.execute(
+                "DELETE FROM reach WHERE stamp <= ?", (stamp - REACH_KEPT,)
+            )
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """One write transaction (rolled back on any failure)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+        _note_own_write(self)
+
+
+class Anchor:
+    """An anchor commit of the index: ID, commit, object state and eligible-row counts."""
+
+    __slots__ = ("aid", "commit", "n_desc", "n_exact", "state")
+
+    def __init__(self, aid: int, commit: str, state: str, n_desc: int, n_exact: int) -> None:
+        self.aid = aid
+        self.commit = commit
+        self.state = state
+        self.n_desc = n_desc
+        self.n_exact = n_exact
 
 
 def _meta(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
-def _open_existing(path: Path) -> sqlite3.Connection:
+def open_existing(path: Path) -> sqlite3.Connection:
+    """Open a stored index file if it is safe, ours and of this format.
+
+    Raises:
+        StaleIndex: it cannot be used as it is (the reason says why).
+    """
     for suffix in _SQLITE_SIDE_FILES:
         if not side_file_ok(Path(str(path) + suffix)):
             raise StaleIndex(f"unsafe {suffix} file beside the index")
     try:
-        conn = _connect(path)
+        conn = connect(path)
     except sqlite3.DatabaseError as exc:
         raise StaleIndex("corrupt") from exc
     try:
@@ -194,21 +302,8 @@ def _open_existing(path: Path) -> sqlite3.Connection:
     return conn
 
 
-_POLICIES: dict[tuple[str, str], PolicyContext] = {}
-
-
-def _policy_at(repo: pygit2.Repository, commit: str) -> PolicyContext:
-    # A commit names its tree and so its policy blob exactly: safe to remember per commit.
-    cache_key = (str(repo.path), commit)
-    cached = _POLICIES.get(cache_key)
-    if cached is None:
-        if len(_POLICIES) > 64:
-            _POLICIES.clear()
-        cached = _POLICIES[cache_key] = policy_context(commit, store.policy_blob(repo, commit))
-    return cached
-
-
-def _missing_object(exc: Exception) -> Unavailable:
+def missing_object(exc: Exception) -> Unavailable:
+    """The error for a Git object that is not available locally."""
     return Unavailable(
         f"a Git object needed to read memory is not available locally ({exc})",
         code="object-unavailable",
@@ -218,28 +313,29 @@ def _missing_object(exc: Exception) -> Unavailable:
 
 
 def open_index(
-    repo: pygit2.Repository, context: IndexContext, *, rebuild: bool = False
+    repo: pygit2.Repository, *, rebuild: bool = False, progress: Progress | None = None
 ) -> MemoryIndex:
-    """Open the index for ``context``, bringing it up to date with the refs first.
+    """Open the index, bringing it up to date with the refs first.
 
-    Missing, damaged, foreign-format or other-context indexes are rebuilt from Git; moved stream
-    heads are applied incrementally.  Reads never fetch: in a partial clone a missing object is
-    an error, whatever ``GIT_NO_LAZY_FETCH`` says.
+    Missing, damaged or foreign-format indexes are rebuilt from Git (``progress`` hears about
+    a long rebuild); moved stream heads are applied incrementally.  Reads never fetch: in a
+    partial clone a missing object is an error, whatever ``GIT_NO_LAZY_FETCH`` says.
 
     Raises:
         Unavailable: ``index-unsafe`` when a path is a symlink or not ours;
             ``object-unavailable`` when a needed Git object is missing locally.
-        InvalidInput: a memory stream or the policy is invalid (fail closed).
+        InvalidInput: a memory stream is invalid (fail closed).
     """
     try:
-        return _open_index(repo, context, rebuild=rebuild)
+        return _open_index(repo, rebuild=rebuild, progress=progress)
     except (KeyError, pygit2.GitError) as exc:
-        raise _missing_object(exc) from exc
+        raise missing_object(exc) from exc
     except sqlite3.Error as exc:
-        raise _index_error(exc) from exc
+        raise index_error(exc) from exc
 
 
-def _index_error(exc: Exception) -> Unavailable:
+def index_error(exc: Exception) -> Unavailable:
+    """The error for an index SQLite cannot read or write."""
     return Unavailable(
         f"memory index unavailable: {exc}",
         code="index-unavailable",
@@ -249,11 +345,13 @@ def _index_error(exc: Exception) -> Unavailable:
 
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
-    """Turn SQLite failures while querying an open index into a one-line ``Unavailable``."""
+    """Turn SQLite and Git failures while querying an open index into one-line errors."""
     try:
         yield
     except sqlite3.Error as exc:
-        raise _index_error(exc) from exc
+        raise index_error(exc) from exc
+    except (KeyError, pygit2.GitError) as exc:
+        raise missing_object(exc) from exc
 
 
 # Open connections by index path: (file identity, SQLite data_version, index).  A cached
@@ -280,7 +378,16 @@ def _remember(path: Path, index: MemoryIndex) -> MemoryIndex:
     return index
 
 
-def _forget(path: Path) -> None:
+def _note_own_write(index: MemoryIndex) -> None:
+    """After our own commit the file's times changed: keep the cache entry valid for us."""
+    for path, (_identity, _version, cached) in list(_OPEN.items()):
+        if cached is index:
+            with contextlib.suppress(OSError):
+                _OPEN[path] = (_file_identity(Path(path)), _data_version(index.conn), index)
+
+
+def forget(path: Path) -> None:
+    """Drop (and close) the cached connection of an index file."""
     old = _OPEN.pop(str(path), None)
     if old is not None:
         old[2].conn.close()
@@ -297,104 +404,152 @@ def _cached(path: Path, key: bytes) -> sqlite3.Connection | None:
     except (OSError, sqlite3.Error):
         same = False
     if not same:
-        _forget(path)
+        forget(path)
         return None
     return index.conn
 
 
 def _open_index(
-    repo: pygit2.Repository, context: IndexContext, *, rebuild: bool = False
+    repo: pygit2.Repository, *, rebuild: bool, progress: Progress | None
 ) -> MemoryIndex:
     directory = index_dir(repo)
     path = directory / INDEX_NAME
     key = load_key(directory)
-    policy = _policy_at(repo, context.at_commit)
     refs = store.list_memory_refs(repo)
     if not rebuild and check_private_file(path):
         conn = _cached(path, key)
         if conn is None:
             try:
-                conn = _open_existing(path)
+                conn = open_existing(path)
             except StaleIndex:
                 conn = None
         if conn is not None:
             try:
-                state = _refresh(repo, conn, key, context, policy, refs)
+                state = _refresh(repo, conn, key, refs)
             except StaleIndex:
-                _forget(path)
+                forget(path)
                 conn.close()
             else:
-                return _remember(path, MemoryIndex(repo, conn, key, state, policy))
-    _forget(path)
-    return _remember(path, _rebuild(repo, directory, key, context, policy, refs))
+                return _remember(path, MemoryIndex(repo, conn, key, state))
+    forget(path)
+    return _remember(path, _rebuild(repo, directory, key, refs, progress))
 
 
-def _rebuild(  # noqa: PLR0917 - internal, one call site
+def build_file(
     repo: pygit2.Repository,
     directory: Path,
     key: bytes,
-    context: IndexContext,
-    policy: PolicyContext,
     refs: Sequence[store.MemoryRef],
-) -> MemoryIndex:
-    # load_streams: the same checks and first error as load_stream per ref, with the
-    # Ed25519 arithmetic of a large rebuild spread over worker processes (hn/sigpool.py).
-    streams = dict(zip((ref.name for ref in refs), store.load_streams(repo, refs), strict=True))
-    memories = store.collect_from(streams.values())
+    progress: Progress | None = None,
+    *,
+    wal: bool = True,
+) -> tuple[str, int]:
+    """Build a complete index into a new private temporary file; return its path and rows.
+
+    ``wal``: record WAL mode in the file (for a file that replaces the index).  The file is
+    removed again if anything fails.
+    """
     fd, tmp = temp_file(directory)
     os.close(fd)
+    conn: sqlite3.Connection | None = None
     try:
-        conn = _connect(tmp, building=True)
+        conn = connect(tmp, building=True)
         conn.execute("BEGIN")
-        for statement in SCHEMA:
-            conn.execute(statement)
-        for ref in refs:
-            store_entries(conn, ref, streams[ref.name], replace_all=True)
-        store_envelopes(conn, memories)
-        projection = project_in(repo, context, policy, memories)
-        records = write_rows(conn, key, projection.rows, fresh=True)
-        state = write_meta(conn, context, policy, refs, records)
+        records = build(repo, conn, key, refs, progress=progress)
         conn.execute("COMMIT")
-        conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
+        if wal:
+            conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
         conn.close()
+        conn = None
         fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+    except BaseException:
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp, records
+
+
+def _rebuild(
+    repo: pygit2.Repository,
+    directory: Path,
+    key: bytes,
+    refs: Sequence[store.MemoryRef],
+    progress: Progress | None,
+) -> MemoryIndex:
+    tmp, records = build_file(repo, directory, key, refs, progress)
+    try:
         for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
             # Planted or stale side files must never be applied to the new index.
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(str(directory / INDEX_NAME) + suffix)
         os.replace(tmp, directory / INDEX_NAME)
     except BaseException:
-        with contextlib.suppress(Exception):
-            conn.close()
         Path(tmp).unlink(missing_ok=True)
         raise
-    final = _connect(directory / INDEX_NAME)
-    return MemoryIndex(repo, final, key, state, policy)
+    final = connect(directory / INDEX_NAME)
+    state = IndexState(tuple((r.name, r.head) for r in refs), records)
+    return MemoryIndex(repo, final, key, state)
 
 
-def _refresh(  # noqa: PLR0917 - internal, one call site
+def _refresh(
     repo: pygit2.Repository,
     conn: sqlite3.Connection,
     key: bytes,
-    context: IndexContext,
-    policy: PolicyContext,
     refs: Sequence[store.MemoryRef],
 ) -> IndexState:
     meta = _meta(conn)
-    stored_context = IndexContext(
-        meta.get("at_commit", ""), meta.get("subject", ""), meta.get("path", "")
-    )
-    if stored_context != context:
-        raise StaleIndex("stale: another query context")
-    if meta.get("policy_digest") != policy.digest:
-        raise StaleIndex("stale: policy changed")
-    fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-    if meta.get("source_fingerprint") == fingerprint:
-        return IndexState(context, policy.digest, fingerprint, int(meta.get("records", "0")))
+    pairs = tuple((r.name, r.head) for r in refs)
+    records = int(meta.get("records", "0"))
+    probe = store.RepoProbe(repo)
+    changed: list[tuple[store.MemoryRef, tuple[VerifiedMemory, ...]]] = []
+    if meta.get("heads") != heads_digest(pairs):
+        changed = _moved_streams(repo, conn, refs)
+    found, late = arrived(conn, probe) if _watching(conn) else ([], set())
+    if not changed and not late and not found:
+        return IndexState(pairs, records)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for aid, anchor_state in found:
+            refresh_anchor(conn, key, aid, anchor_state)
+        if found:  # kept reach sets said nothing reaches a missing commit
+            conn.execute("DELETE FROM reach")
+        writer = RowWriter(conn, key, probe, fresh=False)
+        new_ids: list[str] = []
+        for ref, suffix in changed:
+            store_entries(conn, ref, suffix, replace_all=False)
+            new_ids += store_envelopes(conn, suffix)
+        affected = set(late)
+        if new_ids:
+            affected |= affected_by(conn, new_ids)
+        reproject(conn, writer, probe, affected)
+        writer.finish()
+        records += writer.added
+        state = write_meta(conn, refs, records)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return state
+
+
+def _watching(conn: sqlite3.Connection) -> bool:
+    """Whether any row was judged with a missing object (so the objects must be probed)."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM anchors WHERE state = 'missing')"
+        " OR EXISTS (SELECT 1 FROM missing_objects)"
+    ).fetchone()
+    return bool(row[0])
+
+
+def _moved_streams(
+    repo: pygit2.Repository, conn: sqlite3.Connection, refs: Sequence[store.MemoryRef]
+) -> list[tuple[store.MemoryRef, tuple[VerifiedMemory, ...]]]:
     stored = {
         str(r): (str(h), int(c), str(last))
         for r, h, c, last in conn.execute("SELECT ref, head, count, last_id FROM sources")
@@ -415,145 +570,20 @@ def _refresh(  # noqa: PLR0917 - internal, one call site
                 raise StaleIndex("stale: a stream was rewritten")
             suffix = loaded
         changed.append((ref, suffix))
-    records = int(meta.get("records", "0"))
-    conn.execute("BEGIN")
-    try:
-        new_ids: list[str] = []
-        for ref, suffix in changed:
-            store_entries(conn, ref, suffix, replace_all=False)
-            new_ids += store_envelopes(conn, suffix)
-        if new_ids:
-            records += reproject(repo, conn, key, context, policy, new_ids)
-        state = write_meta(conn, context, policy, refs, records)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return state
-
-
-def verify_index(repo: pygit2.Repository) -> IndexState:
-    """Re-derive the index and compare it with the file (see :func:`_verify_index`)."""
-    try:
-        return _verify_index(repo)
-    except (KeyError, pygit2.GitError) as exc:
-        raise _missing_object(exc) from exc
-
-
-def _verify_index(repo: pygit2.Repository) -> IndexState:
-    """Re-derive the index (at the context it was built for) and compare it with the file.
-
-    §19.4: a difference is ``stale``; a file that is not ours is ``corrupt``.
-
-    Raises:
-        NotFound: ``index-missing``.
-        Conflict: ``index-stale`` / ``index-corrupt`` naming the cause.
-    """
-    directory = index_dir(repo)
-    path = directory / INDEX_NAME
-    if not check_private_file(path):
-        raise NotFound(
-            "memory index missing", code="index-missing", hint="run 'pal memory index rebuild'"
-        )
-    key = load_key(directory)
-    try:
-        conn = _open_existing(path)
-    except StaleIndex as exc:
-        raise Conflict(f"memory index {exc}", code="index-corrupt") from exc
-    try:
-        meta = _meta(conn)
-        context = IndexContext(
-            meta.get("at_commit", ""), meta.get("subject", ""), meta.get("path", "")
-        )
-        policy = _policy_at(repo, context.at_commit) if context.at_commit else None
-        refs = store.list_memory_refs(repo)
-        if policy is None:
-            raise Conflict("memory index corrupt", code="index-corrupt")
-        fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-        if (
-            meta.get("source_fingerprint") != fingerprint
-            or meta.get("policy_digest") != policy.digest
-        ):
-            raise Conflict("memory index stale: source or policy changed", code="index-stale")
-        memories = store.collect(repo)
-        projection = project_in(repo, context, policy, memories)
-        columns = ", ".join(ROW_COLUMNS)
-        stored = {
-            str(values[0]): (tuple(values), str(mac))
-            for *values, mac in conn.execute(f"SELECT {columns}, mac FROM rows")  # noqa: S608
-        }
-        expected = {}
-        for row in projection.rows:
-            values = row_values(row)
-            expected[row.id] = (values, row_mac(key, values))
-        if stored != expected or meta.get("records") != str(len(expected)):
-            raise Conflict("memory index stale: derived projection changed", code="index-stale")
-        stored_groups = sorted(tuple(g) for g in conn.execute("SELECT * FROM groups"))
-        fresh_groups = sorted(
-            (*values, row_mac(key, values))
-            for values in conn.execute(GROUP_SQL + " GROUP BY 1, 2, 3, 4")
-        )
-        if stored_groups != fresh_groups:
-            raise Conflict("memory index stale: derived projection changed", code="index-stale")
-        if not _keys_match(conn, projection.rows, expected):
-            raise Conflict("memory index stale: derived projection changed", code="index-stale")
-        stored_ids = {str(r[0]) for r in conn.execute("SELECT id FROM envelopes")}
-        if stored_ids != {m.memory_id for m in memories}:
-            raise Conflict("memory index stale: derived projection changed", code="index-stale")
-        return IndexState(context, policy.digest, fingerprint, len(expected))
-    finally:
-        conn.close()
-
-
-def _keys_match(
-    conn: sqlite3.Connection,
-    rows: Sequence[Row],
-    expected: dict[str, tuple[tuple[Any, ...], str]],
-) -> bool:
-    """Whether ``row_keys``, ``classes`` and the ``terms`` postings are exactly those of the
-    re-derived rows."""
-    classes = {
-        int(c): (str(t), str(k), str(a))
-        for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
-    }
-    doc_of: dict[str, int] = {}
-    for doc, rid, mid, *rest in conn.execute("SELECT * FROM row_keys"):
-        want = expected.get(str(mid))
-        cls = int(rest[4])
-        if want is None or classes.get(cls) != tuple(want[0][i] for i in CLASS_OF):
-            return False
-        if key_values(want[0], cls, int(rid)) != (doc, rid, mid, *rest):
-            return False
-        doc_of[str(mid)] = int(doc)
-    if set(doc_of) != set(expected):
-        return False
-    wanted = {(word, doc_of[row.id]) for row in rows for word in posting_terms(row).split()}
-    conn.execute("CREATE VIRTUAL TABLE temp.terms_vocab USING fts5vocab(main, terms, instance)")
-    try:
-        posted = {(str(w), int(d)) for w, d in conn.execute("SELECT term, doc FROM terms_vocab")}
-    finally:
-        conn.execute("DROP TABLE temp.terms_vocab")
-    return posted == wanted
+    return changed
 
 
 __all__ = [
-    "FORMAT",
-    "INDEX_NAME",
-    "KEY_NAME",
-    "LIFECYCLE_RANK",
-    "ROW_COLUMNS",
-    "IndexContext",
-    "IndexState",
-    "IndexTampered",
+    "BUSY_TIMEOUT",
+    "REACH_KEPT",
+    "Anchor",
     "MemoryIndex",
-    "StaleIndex",
+    "build_file",
+    "connect",
+    "forget",
     "guarded",
-    "index_dir",
-    "index_tokens",
+    "index_error",
+    "missing_object",
+    "open_existing",
     "open_index",
-    "recall_record",
-    "row_values",
-    "search_fields",
-    "source_fingerprint",
-    "verify_index",
 ]

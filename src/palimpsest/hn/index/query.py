@@ -1,37 +1,60 @@
-"""Queries over the private index: the eligible set of a recall or grep request, its size,
-and its rows in recall order (hn-memory-v0.md §16.3–§16.5).
+"""Queries over the private index: the eligible set of a recall or grep request at one query
+context, its size, its largest record, and its rows in recall order (hn-memory-v0.md
+§16.3–§16.5).
 
-The only SQL outside :mod:`palimpsest.hn.index`; every value is a bound parameter, and column
-names come from fixed tables here, never from a request.
+Every value is a bound parameter; column names come from fixed tables here, never from a
+request.  A request is split in two: the :class:`Selection` (lifecycle ranks and the postings of
+its topics, lexical terms, path and subject — all free of context) and the :class:`View` of its
+query context (which classes of actor and kind its kind, actor and trust filters admit under the
+policy there, which anchors its descendants rows apply under, whether exact rows are anchored at
+the query commit, whether a subject lets subject rows apply), computed by
+:mod:`palimpsest.hn.recall.context`.
 
-Speed: without topic, term or path filters, rows are walked in recall order along the
-``rows_walk`` index, so a page costs about as many row reads as it returns, and counts come from
-the per-class ``groups`` totals (or, with a subject filter, from the rows).  With them, FTS5
-intersects the posting lists of ``terms`` in C.  A document's ID carries its row's eligibility,
-lifecycle rank and trust, so with only those filters besides the postings the count is FTS5
-alone over one or a few rowid ranges; kind, actor and subject filters join each match to its
-narrow ``row_keys`` entry by integer ID.  The page is either the top of the matches sorted (few
-matches) or a walk of ``row_keys_walk`` in recall order that stops after the page (many
-matches; bounded by a VM-instruction budget, past which the matches are sorted instead); the
-first page of several terms takes its count and page from one intersection.  ``rows`` is read
-only for the page itself.
+Counts: a document's ID in ``terms`` carries its row's eligibility, mode, lifecycle rank and
+class, so a count is FTS5 alone over a few rowid ranges — per mode: descendants rows (less those
+anchored where the query commit does not reach, counted by their anchor postings), exact rows
+anchored at the query commit, subject rows under the subject.  Without postings the descendants
+count comes from the MAC-checked per-class totals.  The largest record size is an upper bound
+from the totals (the caller computes the exact one only when that bound is over its limit).
+
+Pages: the eligible keys are walked in recall order along ``row_keys_walk`` with the context's
+predicate and stopped after the page (few rows visited when matches are common), or the matches
+are gathered and sorted (few matches); the choice compares the expected keys a walk visits with
+the matches, and a walk past twice its expected cost (measured in SQLite VM instructions) is
+interrupted and the matches are sorted instead.  ``rows`` is read only for the page itself.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
-from math import isqrt
+from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.hn.index.core import LIFECYCLE_RANK, ROW_COLUMNS, IndexTampered, MemoryIndex
-from palimpsest.hn.index.schema import KIND_CODE, TRUST_CODE, doc_group, doc_range, match_query
+from palimpsest.hn.index.core import MemoryIndex
+from palimpsest.hn.index.schema import (
+    COLUMN,
+    DESCENDANTS,
+    EXACT,
+    LIFECYCLE_RANK,
+    ROW_COLUMNS,
+    SUBJECT,
+    IndexTampered,
+    anchor_term,
+    any_anchor,
+    doc_group,
+    group_range,
+    match_query,
+)
+
+_RANKS = (*LIFECYCLE_RANK.values(), 5, 6, 7, 8, 9)  # every rank a row can have
+_MAX_RANGES = 48  # more rowid ranges than this: join the keys instead
+_MAX_ANCHOR_TERMS = 400  # more anchors than this in a MATCH expression: join the keys instead
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One eligible row in recall order: every stored column plus its HMAC."""
+    """One stored row: every column plus its MAC."""
 
     values: tuple[Any, ...]  # ROW_COLUMNS order
     mac: str
@@ -44,230 +67,278 @@ class Candidate:
     @property
     def content_bytes(self) -> int:
         """Length of the JSON encoding of ``data.content`` (recall's budget)."""
-        return int(self.values[_CONTENT])
+        return int(self.values[COLUMN["content_bytes"]])
 
     @property
     def data_bytes(self) -> int:
         """Length of the JSON encoding of the whole ``data`` object (grep's budget)."""
-        return int(self.values[_DATA])
-
-    @property
-    def json(self) -> bytes:
-        """The exact recall JSON of the record."""
-        return bytes(self.values[_JSON])
+        return int(self.values[COLUMN["data_bytes"]])
 
     @property
     def deps(self) -> bytes:
-        """The JSON list of the row's missing dependencies."""
-        return bytes(self.values[_DEPS])
+        """The JSON list of the row's lifecycle-target dependencies."""
+        return bytes(self.values[COLUMN["deps"]])
 
 
-_CONTENT = ROW_COLUMNS.index("content_bytes")
-_DATA = ROW_COLUMNS.index("data_bytes")
-_JSON = ROW_COLUMNS.index("json")
-_DEPS = ROW_COLUMNS.index("deps")
 _COLUMNS = ", ".join("r." + c for c in ROW_COLUMNS)
 
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The eligible set of a request.
+    """The context-free filters of a request: lifecycle ranks (empty: any) and the ``terms``
+    expression of its topic, term, path and subject filters ("" when there are none)."""
 
-    ``where``/``args`` filter ``rows r`` (used when there are no posting filters);
-    ``classes``/``class_args`` hold only the lifecycle, trust, kind and actor filters (for the
-    ``groups`` totals); ``match`` is the ``terms`` expression of the topic, term and path
-    filters ("" when there are none).
-    """
-
-    where: str
-    args: tuple[Any, ...]
-    classes: str
-    class_args: tuple[Any, ...]
-    simple: bool
-    match: str = ""
-    ranks: tuple[int, ...] = ()
-    trusts: tuple[str, ...] = ()
-    kinds: tuple[str, ...] = ()
-    actors: tuple[str, ...] = ()
-    subject: str = ""
+    ranks: tuple[int, ...]
+    match: str
 
 
 def selection(
-    *,
+    *, lifecycles: Sequence[str], topics: Sequence[str], tokens: Sequence[str], path: str,
     subject: str,
-    path: str,
-    topics: Sequence[str],
-    kinds: Sequence[str],
-    actors: Sequence[str],
-    lifecycles: Sequence[str],
-    trusts: Sequence[str],
-    tokens: Sequence[str],
-) -> Selection:
-    """Build the candidate filter of §16.3 (applicable, resolved evidence, then the filters)."""
-    classes: list[str] = []
-    class_args: list[Any] = []
-    ranks = [LIFECYCLE_RANK[v] for v in lifecycles]
-
-    def member(column: str, values: Sequence[Any]) -> None:
-        if values:
-            classes.append(f"{column} IN ({','.join('?' * len(values))})")
-            class_args.extend(values)
-
-    member("lifecycle_rank", ranks)
-    member("trust", trusts)
-    member("kind", kinds)
-    member("actor", actors)
-    clauses = ["r.applicability = 'applicable'", "r.evidence = 'resolved'"]
-    clauses += ["r." + c for c in classes]
-    args: list[Any] = list(class_args)
-    if subject:
-        clauses.append("(r.anchor_subject = ? OR r.applies_subject = ?)")
-        args += [subject, subject]
-    match = match_query(topics=topics, tokens=tokens, path=path)
+) -> Selection:  # fmt: skip
+    """The :class:`Selection` of a normalised request's filters."""
     return Selection(
-        " AND ".join(clauses),
-        tuple(args),
-        " AND ".join(classes) or "1",
-        tuple(class_args),
-        simple=not match and not subject,
-        match=match,
-        ranks=tuple(ranks),
-        trusts=tuple(trusts),
-        kinds=tuple(kinds),
-        actors=tuple(actors),
-        subject=subject,
+        tuple(LIFECYCLE_RANK[v] for v in lifecycles),
+        match_query(topics=topics, tokens=tokens, path=path, subject=subject),
     )
 
 
-_CHECKED = tuple(
-    ROW_COLUMNS.index(c)
-    for c in ("applicability", "evidence", "lifecycle_rank", "trust", "kind", "actor",
-              "anchor_subject", "applies_subject")
-)  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class View:
+    """What applies at one query context (see :mod:`palimpsest.hn.recall.context`).
 
+    ``classes``: the row classes (actor slot × kind) the kind, actor and trust filters admit
+    (None: every class).  Descendants rows apply under every anchor but ``desc_except`` or, when
+    ``desc_only`` is not None, only under those; each is ``(anchor ID, commit)`` pairs.
+    ``exact``: the query commit's anchor when exact rows are anchored there.  ``subject``: a
+    subject filter is given, so subject rows apply (the postings require the subject).
+    ``live`` is False when the query commit is missing or not a commit: nothing applies.
+    """
 
-def admits(sel: Selection, values: Sequence[Any]) -> bool:
-    """Whether stored row ``values`` (:data:`ROW_COLUMNS` order) pass the selection's
-    eligibility, lifecycle, trust, kind, actor and subject filters (not the postings)."""
-    applicability, evidence, rank, trust, kind, actor, anchor, applies = (
-        values[i] for i in _CHECKED
-    )
-    return (
-        applicability == "applicable"
-        and evidence == "resolved"
-        and (not sel.ranks or rank in sel.ranks)
-        and (not sel.trusts or trust in sel.trusts)
-        and (not sel.kinds or kind in sel.kinds)
-        and (not sel.actors or actor in sel.actors)
-        and (not sel.subject or sel.subject in (anchor, applies))
-    )
+    live: bool
+    classes: frozenset[int] | None
+    desc_except: tuple[tuple[int, str], ...] = ()
+    desc_only: tuple[tuple[int, str], ...] | None = None
+    exact: tuple[int, str] | None = None
+    subject: bool = False
+
+    @property
+    def plain(self) -> bool:
+        """Only descendants rows apply, under every anchor (the usual recall at ``HEAD``)."""
+        return (
+            self.live and not self.desc_except and self.desc_only is None
+            and self.exact is None and not self.subject
+        )  # fmt: skip
 
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
 
 
-def _key_filter(index: MemoryIndex, sel: Selection) -> tuple[str, tuple[Any, ...]] | None:
-    """The eligibility and class filters over ``row_keys k``; None when no class can match."""
-    clauses: list[str] = ["k.eligible = 1"]
+def _key_filter(sel: Selection, view: View) -> tuple[str, list[Any]]:
+    """The eligibility, lifecycle, class and applicability filters over ``row_keys k``."""
+    clauses = ["k.eligible = 1"]
     args: list[Any] = []
     if sel.ranks:
         clauses.append(f"k.lifecycle_rank IN ({_marks(sel.ranks)})")
         args += sel.ranks
-    if sel.trusts:
-        clauses.append(f"k.trust IN ({_marks(sel.trusts)})")
-        args += [TRUST_CODE[t] for t in sel.trusts]
-    if sel.kinds or sel.actors:
-        names: list[str] = []
-        name_args: list[str] = []
-        for column, values in (("kind", sel.kinds), ("actor", sel.actors)):
-            if values:
-                names.append(f"{column} IN ({_marks(values)})")
-                name_args += values
-        found = [
-            int(row[0])
-            for row in index.conn.execute(
-                f"SELECT cls FROM classes WHERE {' AND '.join(names)}",  # noqa: S608
-                name_args,
-            )
-        ]
-        if not found:
+    if view.classes is not None:
+        classes = sorted(view.classes)
+        clauses.append(f"k.cls IN ({_marks(classes)})")
+        args += classes
+    modes: list[str] = []
+    if view.desc_only is not None:
+        if view.desc_only:
+            aids = [aid for aid, _ in view.desc_only]
+            modes.append(f"(k.mode = {DESCENDANTS} AND k.aid IN ({_marks(aids)}))")
+            args += aids
+    elif view.desc_except:
+        aids = [aid for aid, _ in view.desc_except]
+        modes.append(f"(k.mode = {DESCENDANTS} AND k.aid NOT IN ({_marks(aids)}))")
+        args += aids
+    else:
+        modes.append(f"k.mode = {DESCENDANTS}")
+    if view.exact is not None:
+        modes.append(f"(k.mode = {EXACT} AND k.aid = ?)")
+        args.append(view.exact[0])
+    if view.subject:
+        modes.append(f"k.mode = {SUBJECT}")
+    clauses.append("(" + (" OR ".join(modes) or "0") + ")")
+    return " AND ".join(clauses), args
+
+
+def _ranges(mode: int, sel: Selection, view: View) -> list[tuple[int, int]] | None:
+    """The ``terms`` document ID ranges of the eligible rows of ``mode`` that pass the
+    lifecycle and class filters; None when they would be too many (join the keys instead)."""
+    classes = sorted(view.classes) if view.classes is not None else None
+    runs: list[list[int]] = []
+    for rank in sel.ranks or _RANKS:
+        if classes is None:
+            first = doc_group(mode, rank, 0)
+            pairs = [(first, doc_group(mode, rank + 1, 0) - 1)]
+        else:
+            pairs = [(doc_group(mode, rank, c), doc_group(mode, rank, c)) for c in classes]
+        for low, high in pairs:
+            if runs and runs[-1][1] == low - 1:
+                runs[-1][1] = high
+            else:
+                runs.append([low, high])
+        if len(runs) > _MAX_RANGES:
             return None
-        clauses.append(f"k.cls IN ({_marks(found)})")
-        args += found
-    if sel.subject:
-        clauses.append("(k.anchor_subject = ? OR k.applies_subject = ?)")
-        args += [sel.subject, sel.subject]
-    return " AND ".join(clauses), tuple(args)
+    return [group_range(low, high) for low, high in runs]
 
 
-_ALL_RANKS = tuple(range(10))  # LIFECYCLE_RANK values and 9 for anything else
-_ALL_CODES = tuple(range(8))
+def _fts_count(index: MemoryIndex, match: str, ranges: Sequence[tuple[int, int]]) -> int:
+    total = 0
+    for low, high in ranges:
+        row = index.conn.execute(
+            "SELECT count(*) FROM terms WHERE terms MATCH ? AND rowid BETWEEN ? AND ?",
+            (match, low, high),
+        ).fetchone()
+        total += int(row[0])
+    return total
 
 
-def _doc_ranges(sel: Selection) -> list[tuple[int, int]] | None:
-    """The ``terms`` document ID ranges holding exactly the rows that pass the eligibility,
-    lifecycle, trust and kind filters, or None when actor or subject filters need the keys."""
-    if sel.actors or sel.subject:
-        return None
-    trusts = sorted(TRUST_CODE[t] for t in sel.trusts) if sel.trusts else _ALL_CODES
-    kinds = sorted(KIND_CODE[k] for k in sel.kinds) if sel.kinds else _ALL_CODES
-    ranges: list[list[int]] = []
-    for rank in sel.ranks or _ALL_RANKS:
-        for trust in trusts:
-            for kind in kinds:
-                group = doc_group(rank, trust, kind)
-                if ranges and ranges[-1][1] == group - 1:
-                    ranges[-1][1] = group
-                else:
-                    ranges.append([group, group])
-    return [doc_range(first, last) for first, last in ranges]
+def _both(match: str, extra: str) -> str:
+    return f"{match} AND {extra}" if match else extra
 
 
-# The matches of ``terms`` joined to their keys (FTS5 first: CROSS JOIN fixes the order).
-_MATCHED = "terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
-_KEY_ORDER = " ORDER BY k.lifecycle_rank, k.timestamp DESC, k.id"
+def _totals(index: MemoryIndex, sel: Selection, view: View, modes: Sequence[int]) -> list[Any]:
+    """The MAC-checked per-class totals of ``modes`` that pass the lifecycle and class
+    filters: ``(mode, rank, cls, n, max_content, max_data, units)`` each.
+
+    Raises:
+        IndexTampered: a total failed its integrity check.
+    """
+    out = []
+    sql = f"SELECT * FROM groups WHERE mode IN ({_marks(modes)})"  # noqa: S608
+    args: list[Any] = list(modes)
+    if sel.ranks:
+        sql += f" AND lifecycle_rank IN ({_marks(sel.ranks)})"
+        args += sel.ranks
+    for *values, mac in index.conn.execute(sql, args):
+        if view.classes is not None and int(values[2]) not in view.classes:
+            continue
+        if not index.valid(values, str(mac)):
+            raise IndexTampered("groups")
+        out.append(values)
+    return out
 
 
-def _after(after: tuple[int, str, str] | None, table: str = "r") -> tuple[str, list[Any]]:
-    """The cursor's "strictly after this position" in recall order, over ``table``'s columns
-    (``r`` = rows, ``k`` = row keys)."""
-    if after is None:
-        return "", []
-    rank, stamp, mid = after
-    clause = (
-        f" AND ({table}.lifecycle_rank > ? OR ({table}.lifecycle_rank = ? AND"
-        f" ({table}.timestamp < ? OR ({table}.timestamp = ? AND {table}.id > ?))))"
-    )
-    return clause, [rank, rank, stamp, stamp, mid]
+def _modes(view: View) -> list[int]:
+    modes = [DESCENDANTS] if view.desc_only is None or view.desc_only else []
+    if view.exact is not None:
+        modes.append(EXACT)
+    if view.subject:
+        modes.append(SUBJECT)
+    return modes
 
 
-def _eligible_total(index: MemoryIndex, sel: Selection) -> int:
-    # Only a cost estimate (never an answer), so the totals' MACs are not checked here.
-    row = index.conn.execute(
-        f"SELECT coalesce(sum(n), 0) FROM groups WHERE {sel.classes}",  # noqa: S608
-        sel.class_args,
-    ).fetchone()
+def biggest(index: MemoryIndex, sel: Selection, view: View, column: str) -> int:
+    """An upper bound of ``column`` (``content_bytes`` or ``data_bytes``) over the eligible set
+    (the largest in the classes it can hold).
+
+    Raises:
+        IndexTampered: a total failed its integrity check.
+    """
+    if not view.live:
+        return 0
+    pick = 4 if column == "content_bytes" else 5
+    return max((int(v[pick]) for v in _totals(index, sel, view, _modes(view))), default=0)
+
+
+def count(index: MemoryIndex, sel: Selection, view: View) -> int:
+    """The number of eligible rows (exact).
+
+    Raises:
+        IndexTampered: a total failed its integrity check.
+    """
+    if not view.live:
+        return 0
+    found = _fast_count(index, sel, view)
+    if found is not None:
+        return found
+    where, args = _key_filter(sel, view)
+    if sel.match:
+        row = index.conn.execute(
+            f"SELECT count(*) FROM terms f CROSS JOIN row_keys k ON k.doc = f.rowid"  # noqa: S608
+            f" WHERE f.terms MATCH ? AND {where}",
+            (sel.match, *args),
+        ).fetchone()
+    else:
+        row = index.conn.execute(
+            f"SELECT count(*) FROM row_keys k WHERE {where}",  # noqa: S608
+            args,
+        ).fetchone()
     return int(row[0])
 
+
+def _fast_count(index: MemoryIndex, sel: Selection, view: View) -> int | None:
+    """The count from FTS5 rowid ranges and the totals; None when that would not be cheap."""
+    total = 0
+    only, excluded = view.desc_only, view.desc_except
+    anchors = only if only is not None else excluded
+    if len(anchors) > _MAX_ANCHOR_TERMS:
+        return None
+    desc = _ranges(DESCENDANTS, sel, view)
+    if desc is None:
+        return None
+    if only is None or only:
+        if only is not None:
+            total += _fts_count(index, _both(sel.match, any_anchor(c for _, c in only)), desc)
+        else:
+            if sel.match:
+                total += _fts_count(index, sel.match, desc)
+            else:
+                total += sum(int(v[3]) for v in _totals(index, sel, view, [DESCENDANTS]))
+            if excluded:
+                total -= _fts_count(
+                    index, _both(sel.match, any_anchor(c for _, c in excluded)), desc
+                )
+    if view.exact is not None:
+        exact = _ranges(EXACT, sel, view)
+        if exact is None:
+            return None
+        total += _fts_count(index, _both(sel.match, f'"{anchor_term(view.exact[1])}"'), exact)
+    if view.subject:
+        subject = _ranges(SUBJECT, sel, view)
+        if subject is None or not sel.match:
+            return None
+        total += _fts_count(index, sel.match, subject)
+    return total
+
+
+def _eligible_total(index: MemoryIndex, sel: Selection, view: View) -> int:
+    # Only a cost estimate (never an answer), so the totals' MACs are not checked here.
+    sql = "SELECT lifecycle_rank, cls, n FROM groups"
+    total = 0
+    for rank, cls, n in index.conn.execute(sql):
+        if (not sel.ranks or int(rank) in sel.ranks) and (
+            view.classes is None or int(cls) in view.classes
+        ):
+            total += int(n)
+    return total
+
+
+_KEY_ORDER = " ORDER BY k.lifecycle_rank, k.timestamp DESC, k.id"
 
 # Measured in SQLite VM instructions at 100k (docs/benchmarks.md): a walk costs about 5 per
 # match (the match list it probes) plus 15 per key it visits, about (eligible rows x page size
 # / matches) keys; the sort costs about 19 per match.  So walking wins when it visits fewer keys
-# than there are matches.  Its index yields recall order for one rank or for all of them.
+# than there are matches.
 _WALK_COST = 1
 _TICK = 1000  # VM instructions between two looks at a walk's budget
 
 
-def _walk_budget(index: MemoryIndex, sel: Selection, matched: int, limit: int) -> int:
+def _walk_budget(index: MemoryIndex, sel: Selection, view: View, matched: int, limit: int) -> int:
     """The VM instructions a walk for this page may use; 0 when sorting the matches is cheaper.
 
     Matches crowded at the far end of the order would make a walk long: past twice its expected
     cost it is interrupted and the matches are sorted instead.
     """
-    if len(sel.ranks) > 1:
+    if len(sel.ranks) > 1 or not matched:
         return 0
-    visits = _eligible_total(index, sel) * limit // matched + 1
+    visits = _eligible_total(index, sel, view) * limit // matched + 1
     if visits >= _WALK_COST * matched:
         return 0
     return 2 * (5 * matched + 15 * visits) + 4 * _TICK
@@ -296,303 +367,175 @@ def _within(
         index.conn.set_progress_handler(None, 0)
 
 
-_ONE_PASS = True
-
-
-def _one_pass(
-    index: MemoryIndex,
-    sel: Selection,
-    keyed: tuple[str, tuple[Any, ...]],
-    span: tuple[int, int],
-    limit: int,
-) -> tuple[int, list[str]] | None:
-    """The count and the first page of a filter whose matches are one document range, from a
-    single FTS5 intersection (materialised once, then counted and sorted).
-
-    Returns None when the matches are so many that a walk would have been cheaper than this
-    sort (the statement is interrupted past that point): the caller then counts and walks.
-    """
-    where, args = keyed
-    # Sorting beats walking up to about sqrt(eligible x page size) matches (see _WALK_COST);
-    # about 24 VM instructions per match here.
-    most = isqrt(_eligible_total(index, sel) * limit) + 1
-    rows = _within(
-        index,
-        2 * 24 * most + 4 * _TICK,
-        "WITH m (doc) AS MATERIALIZED (SELECT rowid FROM terms WHERE terms MATCH ?"  # noqa: S608
-        " AND rowid BETWEEN ? AND ?) SELECT NULL, NULL, NULL, count(*) FROM m"
-        " UNION ALL SELECT * FROM (SELECT k.lifecycle_rank, k.timestamp, k.id, NULL"
-        f" FROM m CROSS JOIN row_keys k ON k.doc = m.doc WHERE {where}{_KEY_ORDER} LIMIT ?)",
-        (sel.match, *span, *args, limit),
+def _after(after: tuple[int, str, str] | None) -> tuple[str, list[Any]]:
+    """The cursor's "strictly after this position" in recall order over ``row_keys k``."""
+    if after is None:
+        return "", []
+    rank, stamp, mid = after
+    clause = (
+        " AND (k.lifecycle_rank > ? OR (k.lifecycle_rank = ? AND"
+        " (k.timestamp < ? OR (k.timestamp = ? AND k.id > ?))))"
     )
-    if rows is None:
-        return None
-    matched = next(int(row[3]) for row in rows if row[2] is None)
-    page = [(int(rank), str(stamp), str(mid)) for rank, stamp, mid, _ in rows if mid is not None]
-    # A compound SELECT does not promise the order of its arms' rows: order the page here
-    # (§16.4: rank ascending, timestamp descending, ID ascending; three stable sorts).
-    page.sort(key=lambda k: k[2])
-    page.sort(key=lambda k: k[1], reverse=True)
-    page.sort(key=lambda k: k[0])
-    return matched, [mid for _, _, mid in page]
+    return clause, [rank, rank, stamp, stamp, mid]
 
 
-def posting_page(
+def page(
     index: MemoryIndex,
     sel: Selection,
-    column: str,
+    view: View,
     *,
+    matched: int,
     after: tuple[int, str, str] | None,
     limit: int,
-    bound: int = -1,
-) -> tuple[int, int, list[str]]:
-    """For a request with topic, term or path filters: the number of eligible rows, the largest
-    ``column`` (a byte size) among them, and the IDs of up to ``limit`` rows after ``after`` in
-    §16.4 order.
-
-    When no row of the filtered classes is larger than ``bound`` (the MAC-checked per-class
-    totals say so), the class-wide largest size is returned instead of the exact one: the
-    caller only compares it with ``bound``.
-
-    Raises:
-        IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
-    """
-    keyed = _key_filter(index, sel)
-    if keyed is None:
-        return 0, 0, []
-    where, args = keyed
-    ranges = _doc_ranges(sel)
-    biggest = -1
-    if ranges is not None:
-        _, widest = count_and_max(index, replace(sel, match="", simple=True), column)
-        if widest <= bound:
-            biggest = widest
-    if (
-        _ONE_PASS
-        and biggest >= 0
-        and ranges is not None
-        and len(ranges) == 1
-        and after is None
-        and limit > 0
-        and " AND " in sel.match
-    ):
-        # Several terms, first page: intersect once for both the count and the page.
-        found = _one_pass(index, sel, keyed, ranges[0], limit)
-        if found is not None:
-            return found[0], biggest, found[1]
-    if biggest >= 0 and ranges is not None:
-        # Counted by FTS5 alone: the document IDs carry eligibility, rank, trust and kind.
-        matched = 0
-        for low, high in ranges:
-            row = index.conn.execute(
-                "SELECT count(*) FROM terms WHERE terms MATCH ? AND rowid BETWEEN ? AND ?",
-                (sel.match, low, high),
-            ).fetchone()
-            matched += int(row[0])
-    else:
-        row = index.conn.execute(
-            f"SELECT count(*), coalesce(max(k.{column}), 0) FROM {_MATCHED}"  # noqa: S608
-            f" WHERE f.terms MATCH ? AND {where}",
-            (sel.match, *args),
-        ).fetchone()
-        matched, biggest = int(row[0]), int(row[1])
-    if not matched or limit < 1:
-        return matched, biggest, []
-    after_sql, after_args = _after(after, "k")
-    # One document range (the usual filters) lets FTS5 skip every other document itself.
-    span, span_args = "", []
-    if ranges is not None and len(ranges) == 1:
-        span, span_args = " AND rowid BETWEEN ? AND ?", list(ranges[0])
-    budget = _walk_budget(index, sel, matched, limit)
+) -> list[str]:
+    """The IDs of up to ``limit`` eligible rows after ``after`` in §16.4 order (``matched`` is
+    the eligible count, for the walk-or-sort choice)."""
+    if not view.live or not matched or limit < 1:
+        return []
+    where, args = _key_filter(sel, view)
+    after_sql, after_args = _after(after)
+    member, member_args = "", []
+    if sel.match:
+        member, member_args = " AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?)", [
+            sel.match
+        ]
+    budget = _walk_budget(index, sel, view, matched, limit)
     if budget:
         walked = _within(
             index,
             budget,
             f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}{after_sql}"  # noqa: S608
-            f" AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?{span}){_KEY_ORDER}"
-            " LIMIT ?",
-            (*args, *after_args, sel.match, *span_args, limit),
+            f"{member}{_KEY_ORDER} LIMIT ?",
+            (*args, *after_args, *member_args, limit),
         )
         if walked is not None:
-            return matched, biggest, [str(row[0]) for row in walked]
-    sql = (
-        f"SELECT k.id FROM {_MATCHED} WHERE f.terms MATCH ?{span.replace('rowid', 'f.rowid')}"  # noqa: S608
-        f" AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
-    )
-    params = (sel.match, *span_args, *args, *after_args, limit)
-    return matched, biggest, [str(r[0]) for r in index.conn.execute(sql, params)]
+            return [str(row[0]) for row in walked]
+    if sel.match:
+        sql = (
+            f"SELECT k.id FROM terms f CROSS JOIN row_keys k ON k.doc = f.rowid"  # noqa: S608
+            f" WHERE f.terms MATCH ? AND {where}{after_sql}{_KEY_ORDER} LIMIT ?"
+        )
+        params: tuple[Any, ...] = (sel.match, *args, *after_args, limit)
+    elif view.desc_only is not None:
+        # Few anchors apply: gather their rows by anchor and sort them.
+        sql = (
+            f"SELECT k.id FROM row_keys k WHERE {where}"  # noqa: S608
+            f"{after_sql}{_KEY_ORDER} LIMIT ?"
+        )
+        params = (*args, *after_args, limit)
+    else:
+        sql = (
+            f"SELECT k.id FROM row_keys k INDEXED BY row_keys_walk WHERE {where}"  # noqa: S608
+            f"{after_sql}{_KEY_ORDER} LIMIT ?"
+        )
+        params = (*args, *after_args, limit)
+    return [str(r[0]) for r in index.conn.execute(sql, params)]
 
 
-def count_and_max(index: MemoryIndex, sel: Selection, column: str) -> tuple[int, int]:
-    """Number of eligible rows and the largest ``column`` (a byte size) among them.
+def _eligible_keys(sel: Selection, view: View, extra: str = "") -> tuple[str, list[Any]]:
+    """``FROM … WHERE …`` of every eligible key (joined to its matches when postings are
+    asked)."""
+    where, args = _key_filter(sel, view)
+    if sel.match:
+        return (
+            f" FROM terms f CROSS JOIN row_keys k ON k.doc = f.rowid{extra}"
+            f" WHERE f.terms MATCH ? AND {where}",
+            [sel.match, *args],
+        )
+    return f" FROM row_keys k INDEXED BY row_keys_walk{extra} WHERE {where}", args
+
+
+def sum_search_units(index: MemoryIndex, sel: Selection, view: View) -> int:
+    """``Σ(fieldUTF8Bytes + 1)`` over the grep surface of every eligible row.
 
     Raises:
-        IndexTampered: a ``groups`` total failed its integrity check (rebuild the index).
+        IndexTampered: a total failed its integrity check.
     """
-    if sel.simple:
-        total, biggest = 0, 0
-        pick = 5 if column == "content_bytes" else 6
-        for *values, mac in index.conn.execute(
-            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
-            sel.class_args,
-        ):
-            if not index.row_valid(values, str(mac)):
-                raise IndexTampered("groups")
-            total += int(values[4])
-            biggest = max(biggest, int(values[pick]))
-        return total, biggest
-    if sel.match:
-        matched, biggest, _ = posting_page(index, sel, column, after=None, limit=0)
-        return matched, biggest
-    row = index.conn.execute(
-        f"SELECT count(*), coalesce(max(r.{column}), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
-        sel.args,
-    ).fetchone()
-    return int(row[0]), int(row[1])
-
-
-def sum_search_units(index: MemoryIndex, sel: Selection) -> int:
-    """``Σ(fieldUTF8Bytes + 1)`` over the grep surface of every eligible row."""
-    if sel.simple:
-        total = 0
-        for *values, mac in index.conn.execute(
-            f"SELECT * FROM groups WHERE {sel.classes}",  # noqa: S608
-            sel.class_args,
-        ):
-            if not index.row_valid(values, str(mac)):
-                raise IndexTampered("groups")
-            total += int(values[7])
-        return total
-    if sel.match:
-        keyed = _key_filter(index, sel)
-        if keyed is None:
-            return 0
-        row = index.conn.execute(
-            f"SELECT coalesce(sum(k.search_units), 0) FROM {_MATCHED}"  # noqa: S608
-            f" WHERE f.terms MATCH ? AND {keyed[0]}",
-            (sel.match, *keyed[1]),
-        ).fetchone()
-    else:
-        row = index.conn.execute(
-            f"SELECT coalesce(sum(r.search_units), 0) FROM rows r WHERE {sel.where}",  # noqa: S608
-            sel.args,
-        ).fetchone()
+    if not view.live:
+        return 0
+    if view.plain and not sel.match:
+        return sum(int(v[6]) for v in _totals(index, sel, view, [DESCENDANTS]))
+    source, args = _eligible_keys(sel, view)
+    row = index.conn.execute(f"SELECT coalesce(sum(k.search_units), 0){source}", args).fetchone()
     return int(row[0])
 
 
-def scan_fields(index: MemoryIndex, sel: Selection) -> Iterator[tuple[str, int, bytes]]:
+def scan_fields(index: MemoryIndex, sel: Selection, view: View) -> Iterator[tuple[str, int, bytes]]:
     """``(id, data_bytes, fields JSON)`` of every eligible row in recall order (for grep).
 
-    With topic, term or path filters only the matching rows are read.
-    Unverified: grep re-checks the rows it returns against their MAC-verified JSON.
+    Unverified: grep re-checks the rows it returns against their MAC-verified values.
     """
-    if sel.match:
-        keyed = _key_filter(index, sel)
-        if keyed is None:
-            return
-        sql = (
-            f"SELECT r.id, r.data_bytes, r.fields FROM {_MATCHED} CROSS JOIN rows r"  # noqa: S608
-            f" ON r.id = k.id WHERE f.terms MATCH ? AND {keyed[0]}{_KEY_ORDER}"
-        )
-        args: tuple[Any, ...] = (sel.match, *keyed[1])
-    else:
-        sql = (
-            f"SELECT r.id, r.data_bytes, r.fields FROM rows r INDEXED BY rows_walk"  # noqa: S608
-            f" WHERE {sel.where}{_ORDER}"
-        )
-        args = sel.args
+    if not view.live:
+        return
+    source, args = _eligible_keys(sel, view, " CROSS JOIN rows r ON r.id = k.id")
+    sql = f"SELECT r.id, r.data_bytes, r.fields{source}{_KEY_ORDER}"
     for mid, data_bytes, fields in index.conn.execute(sql, args):
         yield str(mid), int(data_bytes), bytes(fields)
+
+
+def candidates(index: MemoryIndex, sel: Selection, view: View) -> Iterator[Candidate]:
+    """Every eligible row in §16.4 order (to name the first that is over a byte bound)."""
+    if not view.live:
+        return
+    source, args = _eligible_keys(sel, view, " CROSS JOIN rows r ON r.id = k.id")
+    for *values, mac in index.conn.execute(f"SELECT {_COLUMNS}, r.mac{source}{_KEY_ORDER}", args):
+        yield Candidate(tuple(values), str(mac))
 
 
 def rows_by_id(index: MemoryIndex, ids: Sequence[str]) -> list[Candidate]:
     """The full rows of ``ids``, in the order given."""
     if not ids:
         return []
-    marks = ",".join("?" * len(ids))
     found = {
         str(values[0]): Candidate(tuple(values), str(mac))
         for *values, mac in index.conn.execute(
-            f"SELECT {_COLUMNS}, r.mac FROM rows r WHERE r.id IN ({marks})",  # noqa: S608
+            f"SELECT {_COLUMNS}, r.mac FROM rows r WHERE r.id IN ({_marks(ids)})",  # noqa: S608
             tuple(ids),
         )
     }
     return [found[i] for i in ids if i in found]
 
 
-def position_after(index: MemoryIndex, sel: Selection, memory: str) -> tuple[int, str, str] | None:
+def position_after(
+    index: MemoryIndex, sel: Selection, view: View, memory: str
+) -> tuple[int, str, str] | None:
     """The sort key of ``memory`` if it is in the eligible set."""
+    if not view.live:
+        return None
+    where, args = _key_filter(sel, view)
+    sql = f"SELECT k.lifecycle_rank, k.timestamp, k.id FROM row_keys k WHERE k.id = ? AND {where}"  # noqa: S608
+    params: list[Any] = [memory, *args]
     if sel.match:
-        keyed = _key_filter(index, sel)
-        if keyed is None:
-            return None
-        row = index.conn.execute(
-            f"SELECT k.lifecycle_rank, k.timestamp, k.id FROM row_keys k"  # noqa: S608
-            f" WHERE k.id = ? AND {keyed[0]}"
-            " AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?)",
-            (memory, *keyed[1], sel.match),
-        ).fetchone()
-    else:
-        row = index.conn.execute(
-            f"SELECT r.lifecycle_rank, r.timestamp, r.id FROM rows r WHERE {sel.where}"  # noqa: S608
-            " AND r.id = ?",
-            (*sel.args, memory),
-        ).fetchone()
+        sql += " AND k.doc IN (SELECT rowid FROM terms WHERE terms MATCH ?)"
+        params.append(sel.match)
+    row = index.conn.execute(sql, params).fetchone()
     return None if row is None else (int(row[0]), str(row[1]), str(row[2]))
 
 
-_ORDER = " ORDER BY r.lifecycle_rank, r.timestamp DESC, r.id"
-
-
-def candidates(
-    index: MemoryIndex,
-    sel: Selection,
-    *,
-    after: tuple[int, str, str] | None = None,
-    limit: int | None = None,
-) -> Iterator[Candidate]:
-    """Eligible rows in §16.4 order, starting after ``after``.
-
-    With topic, term or path filters the page's IDs come from :func:`posting_page` and only
-    those rows are read (all matches' rows when there is no limit).
-    """
-    if sel.match:
-        if limit is None:
-            keyed = _key_filter(index, sel)
-            if keyed is None:
-                return
-            after_sql, after_args = _after(after, "k")
-            for *values, mac in index.conn.execute(
-                f"SELECT {_COLUMNS}, r.mac FROM {_MATCHED} CROSS JOIN rows r"  # noqa: S608
-                f" ON r.id = k.id WHERE f.terms MATCH ? AND {keyed[0]}{after_sql}{_KEY_ORDER}",
-                (sel.match, *keyed[1], *after_args),
-            ):
-                yield Candidate(tuple(values), str(mac))
-            return
-        _, _, ids = posting_page(index, sel, "content_bytes", after=after, limit=limit)
-        yield from rows_by_id(index, ids)
-        return
-    after_sql, after_args = _after(after)
-    sql = (
-        f"SELECT {_COLUMNS}, r.mac FROM rows r INDEXED BY rows_walk"  # noqa: S608
-        f" WHERE {sel.where}{after_sql}{_ORDER}"
-    )
-    args = [*sel.args, *after_args]
-    if limit is not None:
-        sql += " LIMIT ?"
-        args.append(limit)
-    for *values, mac in index.conn.execute(sql, args):
-        yield Candidate(tuple(values), str(mac))
+def anchor_ids(index: MemoryIndex, commits: Sequence[str]) -> dict[str, int]:
+    """Anchor IDs of ``commits`` (those anchored at all), unverified: for cost estimates and the
+    page check, which compares with MAC-checked rows."""
+    out: dict[str, int] = {}
+    for start in range(0, len(commits), 500):
+        chunk = list(commits[start : start + 500])
+        for aid, commit in index.conn.execute(
+            f"SELECT aid, commit_id FROM anchors WHERE commit_id IN ({_marks(chunk)})",  # noqa: S608
+            chunk,
+        ):
+            out[str(commit)] = int(aid)
+    return out
 
 
 __all__ = [
     "Candidate",
     "Selection",
-    "admits",
+    "View",
+    "anchor_ids",
+    "biggest",
     "candidates",
-    "count_and_max",
+    "count",
+    "page",
     "position_after",
-    "posting_page",
     "rows_by_id",
     "scan_fields",
     "selection",

@@ -1,13 +1,22 @@
-"""Schema and row format of the private recall index (see :mod:`palimpsest.hn.index`).
+"""Schema and row format of the private recall index (see :mod:`palimpsest.hn.index.core`).
 
-Pure pieces shared by the index's builder, its incremental writer and its queries: the SQLite
-schema, the stored columns of a projected row and their HMAC, the lexical tokens and grep surface
-of a record, and the §19.2 source fingerprint.  No file or Git access here.
+Pure pieces shared by the builder, the incremental writer, verify and the queries: the SQLite
+schema, the stored columns of a row and their MAC, the posting words and grep surface of a
+record, the document IDs of the postings, and the §19.2 source fingerprint.  No file or Git
+access here.
+
+Everything stored is free of query context: a row holds what a memory is whatever commit,
+subject, path or policy a recall asks about (its lifecycle and edges, whether its anchor commit
+and path anchors check out, its evidence, its anchor and applicability mode); the recall JSON of
+a row is kept in two parts around its ``trust`` value, because only rows applicable at the
+query commit are ever returned (so ``applicability`` is always ``applicable`` there) and trust
+comes from the policy at the query commit.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
 import struct
@@ -20,7 +29,7 @@ from palimpsest.hn.envelope import KINDS
 from palimpsest.hn.projection import Row, dependency_wire, row_parts
 from palimpsest.text import word_tokens
 
-FORMAT = "pal-hn-memory-index/8"
+FORMAT = "pal-hn-memory-index/9"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -35,6 +44,11 @@ LIFECYCLE_RANK = {
     "branching": 3,
     "dependency-missing": 4,
 }
+OTHER_RANK = 9
+MODE_CODE = {"descendants": 0, "exact": 1, "subject": 2}
+DESCENDANTS, EXACT, SUBJECT = 0, 1, 2
+KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
+KIND_OF = dict(enumerate(KINDS))
 
 
 SCHEMA = (
@@ -48,48 +62,60 @@ SCHEMA = (
     " operation TEXT NOT NULL, target TEXT NOT NULL, payload BLOB NOT NULL,"
     " signature TEXT NOT NULL) STRICT",
     "CREATE INDEX envelopes_target ON envelopes (target)",
+    # One row per record/supersede memory; every column but ``mac`` is covered by the MAC.
+    # ``base``: ``ok`` when the anchor commit is a commit and every path anchor checks out at
+    # it, else ``anchor-missing`` / ``anchor-invalid`` (§13 steps 1-2, context-free).
     "CREATE TABLE rows (id TEXT PRIMARY KEY, actor TEXT NOT NULL, kind TEXT NOT NULL,"
-    " lifecycle TEXT NOT NULL, lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
-    " applicability TEXT NOT NULL, evidence TEXT NOT NULL, timestamp TEXT NOT NULL,"
-    " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
-    " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
-    " search_units INTEGER NOT NULL, json BLOB NOT NULL, deps BLOB NOT NULL,"
-    " fields BLOB NOT NULL,"
+    " lifecycle TEXT NOT NULL, lifecycle_rank INTEGER NOT NULL, base TEXT NOT NULL,"
+    " evidence TEXT NOT NULL, timestamp TEXT NOT NULL, mode TEXT NOT NULL,"
+    " anchor TEXT NOT NULL, anchor_subject TEXT NOT NULL, content_bytes INTEGER NOT NULL,"
+    " data_bytes INTEGER NOT NULL, search_units INTEGER NOT NULL, head BLOB NOT NULL,"
+    " tail BLOB NOT NULL, deps BLOB NOT NULL, fields BLOB NOT NULL, mac TEXT NOT NULL) STRICT",
+    # Anchor commits by small integer ID; ``state`` is the commit's object state when last
+    # probed (``missing`` ones are probed again on every open: a fetch may bring them), and
+    # the counts are of eligible rows per mode (descendants, exact).
+    "CREATE TABLE anchors (aid INTEGER PRIMARY KEY, commit_id TEXT NOT NULL UNIQUE,"
+    " state TEXT NOT NULL, n_desc INTEGER NOT NULL, n_exact INTEGER NOT NULL,"
     " mac TEXT NOT NULL) STRICT",
-    # Walks eligible rows in recall order (§16.4) whatever the other filters are.
-    "CREATE INDEX rows_walk ON rows (applicability, evidence, lifecycle_rank, timestamp DESC, id)",
-    "CREATE INDEX rows_group ON rows (applicability, evidence, lifecycle_rank, trust, kind, actor,"
-    " content_bytes, data_bytes, search_units)",
+    "CREATE INDEX anchors_missing ON anchors (aid) WHERE state = 'missing'",
+    # Actors by small integer slot; a row's class is ``slot * 8 + kind code``.
+    "CREATE TABLE actors (slot INTEGER PRIMARY KEY, actor TEXT NOT NULL UNIQUE) STRICT",
     # Per-class totals of eligible rows, so counts never scan the whole table.
-    "CREATE TABLE groups (lifecycle_rank INTEGER NOT NULL, trust TEXT NOT NULL,"
-    " kind TEXT NOT NULL, actor TEXT NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
+    "CREATE TABLE groups (mode INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL,"
+    " cls INTEGER NOT NULL, n INTEGER NOT NULL, max_content INTEGER NOT NULL,"
     " max_data INTEGER NOT NULL, units INTEGER NOT NULL, mac TEXT NOT NULL,"
-    " PRIMARY KEY (lifecycle_rank, trust, kind, actor)) STRICT, WITHOUT ROWID",
-    # Small integer names for (trust, kind, actor), so row keys stay narrow.
-    "CREATE TABLE classes (cls INTEGER PRIMARY KEY, trust TEXT NOT NULL, kind TEXT NOT NULL,"
-    " actor TEXT NOT NULL, UNIQUE (trust, kind, actor)) STRICT",
-    # One narrow row per ``rows`` row with every filter and order column, so a topic, term or
-    # path filter is counted and paged from ``terms`` and these keys without reading ``rows``.
+    " PRIMARY KEY (mode, lifecycle_rank, cls)) STRICT, WITHOUT ROWID",
+    # One narrow row per ``rows`` row with every filter and order column under integer IDs.
     # ``rid`` is a stable small integer per memory; ``doc`` (its document in ``terms``) puts
-    # the row's eligibility, lifecycle rank, trust and kind above it (:func:`doc_group`), so a
-    # count of those filters is a few rowid ranges of ``terms`` alone.  Derived from ``rows``.
+    # the row's eligibility, mode, lifecycle rank and class above it (:func:`doc_group`), so
+    # a count of those filters is a few rowid ranges of ``terms`` alone.  Derived from ``rows``.
     "CREATE TABLE row_keys (doc INTEGER PRIMARY KEY, rid INTEGER NOT NULL UNIQUE,"
-    " id TEXT NOT NULL UNIQUE, eligible INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL,"
-    " trust INTEGER NOT NULL, timestamp TEXT NOT NULL, cls INTEGER NOT NULL,"
-    " anchor_subject TEXT NOT NULL, applies_subject TEXT NOT NULL,"
-    " content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
+    " id TEXT NOT NULL UNIQUE, eligible INTEGER NOT NULL, mode INTEGER NOT NULL,"
+    " aid INTEGER NOT NULL, lifecycle_rank INTEGER NOT NULL, timestamp TEXT NOT NULL,"
+    " cls INTEGER NOT NULL, content_bytes INTEGER NOT NULL, data_bytes INTEGER NOT NULL,"
     " search_units INTEGER NOT NULL) STRICT",
     # Walks eligible keys in recall order (§16.4): the page of a filter that matches often.
     "CREATE INDEX row_keys_walk ON row_keys (eligible, lifecycle_rank, timestamp DESC, id,"
-    " trust, cls, doc)",
-    # Topic, lexical-term and path postings of each row (document ``rid``) as opaque ASCII
+    " cls, mode, aid, doc)",
+    # The rows of some anchors: applicability corrections and the rows a fetched commit frees.
+    "CREATE INDEX row_keys_anchor ON row_keys (aid, mode, eligible)",
+    # Topic, lexical-term, path, anchor and subject postings of each row as opaque ASCII
     # words (:func:`posting_terms`).  Contentless and without positions: the only question is
     # "which rows hold every one of these terms".  A row's terms come from its signed record
-    # and never change, so its document is written once, when the row first appears.
+    # and never change, so its words are written once; its document moves when its
+    # eligibility or lifecycle does.
     "CREATE VIRTUAL TABLE terms USING fts5(words, content='', detail=none, columnsize=0,"
     " tokenize='ascii')",
+    # Rows whose evidence names a memory (re-projected when it arrives).
     "CREATE TABLE evidence_refs (memory TEXT NOT NULL, id TEXT NOT NULL,"
     " PRIMARY KEY (memory, id)) WITHOUT ROWID",
+    # Git objects a row's evidence names that were missing (probed again on every open).
+    "CREATE TABLE missing_objects (oid TEXT NOT NULL, id TEXT NOT NULL,"
+    " PRIMARY KEY (oid, id)) WITHOUT ROWID",
+    # Which anchors each recently asked query commit reaches (descendants applicability): a
+    # bitmap over anchor IDs up to ``upto``; a cache, checked by MAC and by the ancestry walk.
+    "CREATE TABLE reach (commit_id TEXT PRIMARY KEY, upto INTEGER NOT NULL, bits BLOB NOT NULL,"
+    " stamp INTEGER NOT NULL, mac TEXT NOT NULL) STRICT",
 )
 
 
@@ -110,13 +136,10 @@ def source_fingerprint(policy_digest: str, refs: Iterable[tuple[str, str]]) -> s
     return "sha256:" + digest.hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class IndexContext:
-    """The projection context an index is built for (§19.4)."""
-
-    at_commit: str
-    subject: str = ""
-    path: str = ""
+def heads_digest(refs: Iterable[tuple[str, str]]) -> str:
+    """A digest of (ref, head) pairs: the §19.2 construction without a policy digest (the
+    index's own note of which heads it was brought up to date with)."""
+    return source_fingerprint("", refs)
 
 
 # A superset of Go's word runes (letters and numbers): Python's alphanumerics.  Every code point
@@ -165,12 +188,18 @@ def recall_record(row: Row) -> dict[str, Any]:
 _EXPECTED_SCHEMA: list[tuple[str, str, str | None]] | None = None
 
 
-def schema_of(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
-    rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name").fetchall()
+def schema_of(
+    conn: sqlite3.Connection, database: str = "main"
+) -> list[tuple[str, str, str | None]]:
+    """Every object of the database's schema as ``(type, name, sql)``, sorted."""
+    rows = conn.execute(
+        f"SELECT type, name, sql FROM {database}.sqlite_master ORDER BY type, name"  # noqa: S608
+    ).fetchall()
     return [(str(t), str(n), None if s is None else str(s)) for t, n, s in rows]
 
 
 def expected_schema() -> list[tuple[str, str, str | None]]:
+    """The schema a file of this format has, exactly."""
     global _EXPECTED_SCHEMA  # noqa: PLW0603 - computed once per process
     if _EXPECTED_SCHEMA is None:
         conn = sqlite3.connect(":memory:")
@@ -183,12 +212,14 @@ def expected_schema() -> list[tuple[str, str, str | None]]:
 
 @dataclass(frozen=True, slots=True)
 class IndexState:
-    """What the index was built from."""
+    """What the index was brought up to date with: every source ref and its head."""
 
-    context: IndexContext
-    policy_digest: str
-    source_fingerprint: str
+    sources: tuple[tuple[str, str], ...]
     records: int
+
+    def fingerprint(self, policy_digest: str) -> str:
+        """The §19.2 source fingerprint under the policy digest of a query commit."""
+        return source_fingerprint(policy_digest, self.sources)
 
 
 class IndexTampered(Exception):
@@ -199,20 +230,24 @@ class StaleIndex(Exception):
     """Internal: the stored index cannot be used as it is (the reason says why)."""
 
 
-# Every column of ``rows`` but ``mac``, in table order: the HMAC covers all of them, so a
+# ------------------------------------------------------------------------- rows
+
+
+# Every column of ``rows`` but ``mac``, in table order: the MAC covers all of them, so a
 # returned row whose filter columns or JSON were edited is detected.
 ROW_COLUMNS = (
-    "id", "actor", "kind", "lifecycle", "lifecycle_rank", "trust", "applicability", "evidence",
-    "timestamp", "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
-    "search_units", "json", "deps", "fields",
+    "id", "actor", "kind", "lifecycle", "lifecycle_rank", "base", "evidence", "timestamp",
+    "mode", "anchor", "anchor_subject", "content_bytes", "data_bytes", "search_units", "head",
+    "tail", "deps", "fields",
 )  # fmt: skip
-
-
+COLUMN = {name: i for i, name in enumerate(ROW_COLUMNS)}
 INSERT_ROW = "INSERT INTO rows VALUES (" + ", ".join("?" * (len(ROW_COLUMNS) + 1)) + ")"  # noqa: S608
+_TRUST_KEY = b',"trust":'
+_DATA_KEY = b',"data":'
 
 
-def row_mac(key: bytes, values: Sequence[Any]) -> str:
-    # Keyed BLAKE2b (a MAC by construction) over length-prefixed columns, in one call.
+def mac_of(key: bytes, values: Sequence[Any]) -> str:
+    """Keyed BLAKE2b (a MAC by construction) over length-prefixed values, in one call."""
     parts = []
     for value in values:
         part = value if isinstance(value, bytes) else str(value).encode("utf-8")
@@ -221,31 +256,68 @@ def row_mac(key: bytes, values: Sequence[Any]) -> str:
     return hashlib.blake2b(b"".join(parts), key=key, digest_size=32).hexdigest()
 
 
+def base_of(applicability: str) -> str:
+    """The context-free part of applicability: ``ok`` once the anchor checks out (§13 steps
+    1-2); ``anchor-missing`` / ``anchor-invalid`` otherwise."""
+    return "ok" if applicability in ("applicable", "inapplicable") else applicability
+
+
 def row_values(row: Row) -> tuple[Any, ...]:
-    """The stored columns of a projected row, in :data:`ROW_COLUMNS` order."""
+    """The stored columns of a row projected without a query commit (each row at its own
+    anchor commit, no subject, no path), in :data:`ROW_COLUMNS` order."""
     record = recall_record(row)
+    record["applicability"] = "applicable"  # the only value a returned row can have
     data = record["data"]
     fields = search_fields(data)
     units = sum(len(value.encode("utf-8")) + 1 for _, value in fields)
+    whole = encode(record)
+    # Keys are never inside a JSON string (quotes there are escaped) and ``data`` is last,
+    # so the first ``,"trust":`` and ``,"data":`` are the record's own.
+    head = whole[: whole.index(_TRUST_KEY) + len(_TRUST_KEY)]
+    tail = whole[whole.index(_DATA_KEY, len(head)) :]
+    # Only lifecycle-target dependencies can belong to a returned row: anchor and evidence
+    # dependencies make a row ineligible.
+    deps = [dependency_wire(d) for d in row.dependencies if d.kind == "lifecycle-target"]
     return (
         row.id,
         row.actor,
         row.kind,
         row.lifecycle,
-        LIFECYCLE_RANK.get(row.lifecycle, 9),
-        row.trust,
-        row.applicability,
+        LIFECYCLE_RANK.get(row.lifecycle, OTHER_RANK),
+        base_of(row.applicability),
         row.evidence,
         row.timestamp,
+        row.record.applicability.mode,
+        row.anchor.commit,
         row.anchor.subject,
-        row.record.applicability.subject,
         len(encode(row.record.content)),
         len(encode(data)),
         units,
-        encode(record),
-        encode([dependency_wire(d) for d in row.dependencies]),
+        head,
+        tail,
+        encode(deps),
         encode([value for _, value in fields]),  # the grep surface, in search_fields order
     )
+
+
+def recall_json(values: Sequence[Any], trust: str) -> bytes:
+    """The exact recall JSON of a stored row under a trust class."""
+    return b"".join(
+        (bytes(values[COLUMN["head"]]), b'"', trust.encode(), b'"', bytes(values[COLUMN["tail"]]))
+    )
+
+
+def row_data(values: Sequence[Any]) -> dict[str, Any]:
+    """The ``data`` object of a stored row (its recall JSON's last member)."""
+    tail = bytes(values[COLUMN["tail"]])
+    data: dict[str, Any] = json.loads(tail[len(_DATA_KEY) : -1])
+    return data
+
+
+def eligible(values: Sequence[Any]) -> bool:
+    """Whether a stored row can apply at some query commit: its anchor checks out and its
+    evidence is resolved (recall drops every other row, §16.3)."""
+    return bool(values[COLUMN["base"]] == "ok" and values[COLUMN["evidence"]] == "resolved")
 
 
 # --------------------------------------------------------------- row keys and postings
@@ -264,34 +336,54 @@ def _term(kind: str, value: str) -> str:
     return chr(ord(kind) + 1) + hashlib.sha256(data).hexdigest()
 
 
+def anchor_term(commit: str) -> str:
+    """The posting word of an anchor commit (its lower-case hex is already a plain word)."""
+    return "a" + commit
+
+
 def posting_terms(row: Row) -> str:
-    """The ``terms`` document of a row: its lexical tokens (content and topics), topics and
-    anchor paths, each an opaque word (a row has every term it is posted under, no other)."""
+    """The ``terms`` document of a row: its lexical tokens (content and topics), topics,
+    anchor paths, anchor commit and anchor subject, each an opaque word (a row has every term
+    it is posted under, no other)."""
     text = row.record.content + "\n" + "\n".join(row.record.topics)
     words = {_term("w", t) for t in index_tokens(text)}
     words.update(_term("t", t) for t in row.record.topics)
     words.update(_term("p", p.path) for p in row.anchor.paths)
+    words.add(anchor_term(row.anchor.commit))
+    if row.anchor.subject:
+        words.add(_term("j", row.anchor.subject))
     return " ".join(sorted(words))
 
 
-def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str) -> str:
+def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str, subject: str) -> str:
     """The ``terms MATCH`` expression asking for rows posted under every given value ("" when
     nothing is asked)."""
     words = [_term("t", t) for t in topics] + [_term("w", t) for t in tokens]
     words += [_term("p", path)] if path else []
+    words += [_term("j", subject)] if subject else []
     return " AND ".join(f'"{w}"' for w in words)
 
 
-TRUST_CODE = {"qualified": 0, "actor-untrusted": 1, "kind-untrusted": 2, "policy-missing": 3}
-KIND_CODE = {kind: code for code, kind in enumerate(KINDS)}
-_OTHER = 7  # any other trust or kind (none exists today): 3 bits each
+def any_anchor(commits: Iterable[str]) -> str:
+    """A ``terms MATCH`` expression for rows anchored at any of ``commits``."""
+    return "(" + " OR ".join(f'"{anchor_term(c)}"' for c in commits) + ")"
+
+
 _RID_BITS = 32
+CLS_BITS = 23  # up to 2**20 actors (slot), 8 kinds each
+MAX_SLOT = (1 << (CLS_BITS - 3)) - 1
+_RANKS = 10  # LIFECYCLE_RANK values and OTHER_RANK
 
 
-def doc_group(rank: int, trust: int, kind: int) -> int:
-    """The high part of the ``terms`` document of an eligible row of this lifecycle rank, trust
-    code and kind code (0 is kept for rows that are not eligible)."""
-    return 1 + (rank * 8 + trust) * 8 + kind
+def class_of(slot: int, kind: str) -> int:
+    """The class of a row: its actor's slot and its kind code (7 for any other kind)."""
+    return slot * 8 + KIND_CODE.get(kind, 7)
+
+
+def doc_group(mode: int, rank: int, cls: int) -> int:
+    """The high part of the ``terms`` document of an eligible row of this mode, lifecycle rank
+    and class (0 is kept for rows that are not eligible)."""
+    return 1 + ((mode * _RANKS + rank) << CLS_BITS) + cls
 
 
 def doc_id(rid: int, group: int) -> int:
@@ -299,81 +391,74 @@ def doc_id(rid: int, group: int) -> int:
     return group << _RID_BITS | rid
 
 
-def doc_range(group: int, last: int) -> tuple[int, int]:
-    """The smallest and largest document IDs of the groups ``group..last``."""
-    return group << _RID_BITS, ((last + 1) << _RID_BITS) - 1
+def group_range(first: int, last: int) -> tuple[int, int]:
+    """The smallest and largest document IDs of the groups ``first..last``."""
+    return first << _RID_BITS, ((last + 1) << _RID_BITS) - 1
 
 
-_KEY_SOURCE = ("id", "applicability", "evidence", "lifecycle_rank", "trust", "kind", "timestamp",
-               "anchor_subject", "applies_subject", "content_bytes", "data_bytes",
-               "search_units")  # fmt: skip
-_KEY_INDEX = tuple(ROW_COLUMNS.index(c) for c in _KEY_SOURCE)
-CLASS_OF = tuple(ROW_COLUMNS.index(c) for c in ("trust", "kind", "actor"))
+def key_values(
+    values: Sequence[Any], slot: int, aid: int, rid: int
+) -> tuple[Any, ...]:
+    """The ``row_keys`` row of stored row ``values`` (actor in ``slot``, anchor ``aid``)."""
+    ok = eligible(values)
+    mode = MODE_CODE.get(str(values[COLUMN["mode"]]), SUBJECT)
+    rank = int(values[COLUMN["lifecycle_rank"]])
+    cls = class_of(slot, str(values[COLUMN["kind"]]))
+    doc = doc_id(rid, doc_group(mode, rank, cls) if ok else 0)
+    return (doc, rid, values[0], int(ok), mode, aid, rank, values[COLUMN["timestamp"]], cls,
+            values[COLUMN["content_bytes"]], values[COLUMN["data_bytes"]],
+            values[COLUMN["search_units"]])  # fmt: skip
 
 
-def key_values(values: Sequence[Any], cls: int, rid: int) -> tuple[Any, ...]:
-    """The ``row_keys`` row of stored row ``values`` of class ``cls`` under ``rid``."""
-    (
-        mid,
-        applicability,
-        evidence,
-        rank,
-        trust,
-        kind,
-        stamp,
-        anchor,
-        applies,
-        content,
-        data,
-        units,
-    ) = (values[i] for i in _KEY_INDEX)
-    eligible = applicability == "applicable" and evidence == "resolved"
-    code = TRUST_CODE.get(trust, _OTHER)
-    group = doc_group(rank, code, KIND_CODE.get(kind, _OTHER)) if eligible else 0
-    doc = doc_id(rid, group)
-    return (doc, rid, mid, int(eligible), rank, code, stamp, cls, anchor, applies, content, data,
-            units)  # fmt: skip
-
-
-INSERT_KEY = "INSERT INTO row_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-
-
-GROUP_KEY = ("lifecycle_rank", "trust", "kind", "actor")
+INSERT_KEY = "INSERT INTO row_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 GROUP_SQL = (
-    "SELECT lifecycle_rank, trust, kind, actor, count(*), max(content_bytes), max(data_bytes),"
-    " sum(search_units) FROM rows WHERE applicability = 'applicable' AND evidence = 'resolved'"
+    "SELECT mode, lifecycle_rank, cls, count(*), max(content_bytes), max(data_bytes),"
+    " sum(search_units) FROM row_keys WHERE eligible = 1"
 )
 
 __all__ = [
-    "CLASS_OF",
+    "CLS_BITS",
+    "COLUMN",
+    "DESCENDANTS",
+    "EXACT",
     "FORMAT",
-    "GROUP_KEY",
     "GROUP_SQL",
     "INDEX_NAME",
     "INSERT_KEY",
     "INSERT_ROW",
     "KEY_NAME",
     "KIND_CODE",
+    "KIND_OF",
     "LIFECYCLE_RANK",
+    "MAX_SLOT",
+    "MODE_CODE",
+    "OTHER_RANK",
     "RECALL_NIL",
     "ROW_COLUMNS",
     "SCHEMA",
+    "SUBJECT",
     "TEMP_PREFIX",
-    "TRUST_CODE",
-    "IndexContext",
     "IndexState",
     "IndexTampered",
     "StaleIndex",
+    "anchor_term",
+    "any_anchor",
+    "base_of",
+    "class_of",
     "doc_group",
     "doc_id",
-    "doc_range",
+    "eligible",
     "expected_schema",
+    "group_range",
+    "heads_digest",
     "index_tokens",
     "key_values",
+    "mac_of",
     "match_query",
     "posting_terms",
+    "recall_json",
     "recall_record",
-    "row_mac",
+    "row_data",
     "row_values",
     "schema_of",
     "search_fields",

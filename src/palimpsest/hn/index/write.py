@@ -1,6 +1,10 @@
-"""Writing the private index: sources, envelopes, rows, postings, per-class totals, and the
-incremental re-projection of the rows a few new memories can change (see
-:mod:`palimpsest.hn.index` for the rule and the property test that checks it).
+"""Writing the private index: sources, envelopes, rows with their keys, anchors, postings and
+per-class totals, and the re-projection of the rows that new memories — or a Git object that
+has since arrived — can change (see :mod:`palimpsest.hn.index.core` for the rule and the
+property test that checks it).
+
+Rows are projected without a query commit (each at its own anchor commit, no subject, no path,
+no policy): what a row stores is the same whatever a recall asks.
 """
 
 from __future__ import annotations
@@ -9,58 +13,49 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import pygit2
-
 from palimpsest.errors import InvalidInput
-from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
 from palimpsest.hn.index.schema import (
-    CLASS_OF,
+    DESCENDANTS,
+    EXACT,
     FORMAT,
     GROUP_SQL,
     INSERT_KEY,
     INSERT_ROW,
-    IndexContext,
+    MAX_SLOT,
     IndexState,
     StaleIndex,
+    heads_digest,
     key_values,
+    mac_of,
     posting_terms,
-    row_mac,
     row_values,
-    source_fingerprint,
 )
-from palimpsest.hn.policy import PolicyContext
-from palimpsest.hn.projection import Projection, Row, project
+from palimpsest.hn.policy import PolicyContext, policy_context
+from palimpsest.hn.projection import Probe, Row, project
+from palimpsest.hn.store import MemoryRef
+
+# Rows store no trust: any policy projects the same rows otherwise.
+NEUTRAL: PolicyContext = policy_context("", None)
 
 
-def write_meta(
-    conn: sqlite3.Connection,
-    context: IndexContext,
-    policy: PolicyContext,
-    refs: Sequence[store.MemoryRef],
-    records: int,
-) -> IndexState:
-    fingerprint = source_fingerprint(policy.digest, ((r.name, r.head) for r in refs))
-    values = {
-        "format": FORMAT,
-        "at_commit": context.at_commit,
-        "subject": context.subject,
-        "path": context.path,
-        "policy_digest": policy.digest,
-        "source_fingerprint": fingerprint,
-        "records": str(records),
-    }
+def write_meta(conn: sqlite3.Connection, refs: Sequence[MemoryRef], records: int) -> IndexState:
+    """Record the format, the row count and a digest of the source heads (each head is in
+    ``sources``)."""
+    pairs = tuple((r.name, r.head) for r in refs)
+    values = {"format": FORMAT, "records": str(records), "heads": heads_digest(pairs)}
     conn.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", sorted(values.items()))
-    return IndexState(context, policy.digest, fingerprint, records)
+    return IndexState(pairs, records)
 
 
 def store_entries(
     conn: sqlite3.Connection,
-    ref: store.MemoryRef,
+    ref: MemoryRef,
     stream: Sequence[VerifiedMemory],
     *,
     replace_all: bool,
 ) -> None:
+    """Record a stream's entries (all of them, or the ones it gained) and its new head."""
     if replace_all:
         conn.execute("DELETE FROM entries WHERE ref = ?", (ref.name,))
     conn.executemany(
@@ -81,140 +76,27 @@ def store_entries(
     )
 
 
+# One memory reached from several refs is stored once: under the smallest commit ID, and among
+# those the smallest ref name, whatever order the refs were read in.
+_UPSERT_ENVELOPE = (
+    "INSERT INTO envelopes VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET"
+    " commit_id = excluded.commit_id, ref = excluded.ref WHERE excluded.commit_id < commit_id"
+    " OR (excluded.commit_id = commit_id AND excluded.ref < ref)"
+)
+
+
 def store_envelopes(conn: sqlite3.Connection, memories: Iterable[VerifiedMemory]) -> list[str]:
-    """Insert envelopes not yet stored (keeping the smallest commit ID); return new IDs."""
-    added: list[str] = []
-    for m in memories:
-        known = conn.execute("SELECT commit_id FROM envelopes WHERE id = ?", (m.memory_id,))
-        row = known.fetchone()
-        if row is None:
-            conn.execute(
-                "INSERT INTO envelopes VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    m.memory_id,
-                    m.commit,
-                    m.ref,
-                    m.envelope.operation,
-                    m.envelope.target,
-                    m.payload,
-                    m.signature,
-                ),
-            )
-            added.append(m.memory_id)
-        elif m.commit < str(row[0]):
-            conn.execute(
-                "UPDATE envelopes SET commit_id = ?, ref = ? WHERE id = ?",
-                (m.commit, m.ref, m.memory_id),
-            )
-    return added
-
-
-def refresh_groups(
-    conn: sqlite3.Connection, key: bytes, keys: Iterable[tuple[Any, ...]] | None
-) -> None:
-    """Recompute the totals of the given classes (all classes when ``keys`` is None)."""
-    if keys is None:
-        conn.execute("DELETE FROM groups")
-        found = conn.execute(GROUP_SQL + " GROUP BY 1, 2, 3, 4").fetchall()
-    else:
-        found = []
-        for group in set(keys):
-            conn.execute(
-                "DELETE FROM groups WHERE lifecycle_rank = ? AND trust = ? AND kind = ?"
-                " AND actor = ?",
-                group,
-            )
-            found += conn.execute(
-                GROUP_SQL + " AND lifecycle_rank = ? AND trust = ? AND kind = ? AND actor = ?"
-                " GROUP BY 1, 2, 3, 4",
-                group,
-            ).fetchall()
-    conn.executemany(
-        "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [(*values, row_mac(key, values)) for values in found],
-    )
-
-
-def _classes(conn: sqlite3.Connection) -> dict[tuple[str, str, str], int]:
-    return {
-        (str(t), str(k), str(a)): int(c)
-        for c, t, k, a in conn.execute("SELECT cls, trust, kind, actor FROM classes")
-    }
-
-
-def _class_id(
-    conn: sqlite3.Connection, known: dict[tuple[str, str, str], int], values: Sequence[Any]
-) -> int:
-    name = (str(values[CLASS_OF[0]]), str(values[CLASS_OF[1]]), str(values[CLASS_OF[2]]))
-    cls = known.get(name)
-    if cls is None:
-        cls = known[name] = max(known.values(), default=0) + 1  # never reused
-        conn.execute("INSERT INTO classes VALUES (?, ?, ?, ?)", (cls, *name))
-    return cls
-
-
-def write_rows(conn: sqlite3.Connection, key: bytes, rows: Iterable[Row], *, fresh: bool) -> int:
-    """Write (or rewrite) rows, their keys and postings; return how many rows are new.
-
-    A rewritten row keeps its ``rid`` and its ``terms`` words (they derive from the signed
-    record, which never changes); its document moves when its eligibility, rank or trust do.
-    """
-    added = 0
-    touched: list[tuple[Any, ...]] = []
-    known = _classes(conn)
-    rows_batch: list[tuple[Any, ...]] = []
-    keys_batch: list[tuple[Any, ...]] = []
-    terms_batch: list[tuple[int, str]] = []
-    refs_batch: list[tuple[str, str]] = []
-    next_rid = 1
-    if not fresh:
-        top = conn.execute("SELECT max(rid) FROM row_keys").fetchone()
-        next_rid = int(top[0] or 0) + 1
-    for row in rows:
-        values = row_values(row)
-        cls = _class_id(conn, known, values)
-        old = None
-        if not fresh:
-            touched += conn.execute(
-                "SELECT lifecycle_rank, trust, kind, actor FROM rows WHERE id = ?", (row.id,)
-            ).fetchall()
-            conn.execute("DELETE FROM rows WHERE id = ?", (row.id,))
-            conn.execute("DELETE FROM evidence_refs WHERE id = ?", (row.id,))
-            old = conn.execute("SELECT doc, rid FROM row_keys WHERE id = ?", (row.id,)).fetchone()
-        if old is None:
-            added += 1
-            keys = key_values(values, cls, next_rid)
-            next_rid += 1
-            terms_batch.append((keys[0], posting_terms(row)))
-        else:
-            keys = key_values(values, cls, int(old[1]))
-            conn.execute("DELETE FROM row_keys WHERE doc = ?", (old[0],))
-            if keys[0] != old[0]:
-                # Same words (they come from the signed record), another document ID: a
-                # contentless table forgets a document given its exact words.
-                words = posting_terms(row)
-                conn.execute(
-                    "INSERT INTO terms (terms, rowid, words) VALUES ('delete', ?, ?)",
-                    (old[0], words),
-                )
-                terms_batch.append((keys[0], words))
-        touched.append((values[4], row.trust, row.kind, row.actor))
-        rows_batch.append((*values, row_mac(key, values)))
-        keys_batch.append(keys)
-        refs_batch += [
-            (e[len("memory:") :], row.id) for e in row.record.evidence if e.startswith("memory:")
-        ]
-    conn.executemany(INSERT_ROW, rows_batch)
-    conn.executemany(INSERT_KEY, keys_batch)
-    conn.executemany("INSERT INTO terms (rowid, words) VALUES (?, ?)", terms_batch)
-    conn.executemany("INSERT OR IGNORE INTO evidence_refs VALUES (?, ?)", refs_batch)
-    if fresh:
-        conn.execute("INSERT INTO terms (terms) VALUES ('optimize')")  # one segment to read
-    refresh_groups(conn, key, None if fresh else touched)
-    return added
-
-
-# ------------------------------------------------------------------------- incremental
+    """Insert envelopes not yet stored (see :data:`_UPSERT_ENVELOPE`); return the new IDs."""
+    batch = [
+        (m.memory_id, m.commit, m.ref, m.envelope.operation, m.envelope.target, m.payload,
+         m.signature)
+        for m in memories
+    ]  # fmt: skip
+    if not batch:
+        return []
+    known = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", [b[0] for b in batch])
+    conn.executemany(_UPSERT_ENVELOPE, batch)
+    return list(dict.fromkeys(b[0] for b in batch if b[0] not in known))
 
 
 def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[str]) -> set[str]:
@@ -226,8 +108,182 @@ def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[str]) -> set[str]:
     return found
 
 
-def load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[VerifiedMemory]:
-    """Re-verify stored envelopes (hash and signature) before they are projected again."""
+class RowWriter:
+    """Writes rows (new or re-projected) in the caller's transaction, keeping the row keys, the
+    anchors and actors tables, the postings, the watch lists of missing objects and the
+    per-class totals in step; :meth:`finish` settles the totals and anchor counts."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, key: bytes, probe: Probe, *, fresh: bool
+    ) -> None:
+        self._conn = conn
+        self._key = key
+        self._probe = probe
+        self._fresh = fresh
+        self._slots = {str(a): int(s) for s, a in conn.execute("SELECT slot, actor FROM actors")}
+        self._anchors = {
+            str(c): (int(a), str(s)) for a, c, s in conn.execute(
+                "SELECT aid, commit_id, state FROM anchors")
+        }  # fmt: skip
+        top = conn.execute("SELECT max(rid) FROM row_keys").fetchone()
+        self._next_rid = int(top[0] or 0) + 1
+        self._groups: set[tuple[int, int, int]] = set()
+        self._aids: set[int] = set()
+        self.added = 0
+
+    def _slot(self, actor: str) -> int:
+        slot = self._slots.get(actor)
+        if slot is None:
+            slot = len(self._slots)
+            if slot > MAX_SLOT:
+                raise InvalidInput("too many actors for the memory index", code="index-limit")
+            self._slots[actor] = slot
+            self._conn.execute("INSERT INTO actors VALUES (?, ?)", (slot, actor))
+        return slot
+
+    def _aid(self, row: Row) -> int:
+        commit = row.anchor.commit
+        missing = any(d.kind == "anchor-commit" for d in row.dependencies)
+        known = self._anchors.get(commit)
+        if known is None:
+            aid = len(self._anchors) + 1
+            state = "missing" if missing else self._probe.commit_state(commit)
+            self._anchors[commit] = (aid, state)
+            self._conn.execute(
+                "INSERT INTO anchors VALUES (?, ?, ?, 0, 0, '')", (aid, commit, state)
+            )
+            self._aids.add(aid)
+            return aid
+        aid, state = known
+        if missing and state != "missing":  # the commit went away: probe it again on open
+            self._anchors[commit] = (aid, "missing")
+            self._conn.execute("UPDATE anchors SET state = 'missing' WHERE aid = ?", (aid,))
+            self._aids.add(aid)
+        return aid
+
+    def write(self, rows: Iterable[Row]) -> None:
+        """Write (or rewrite) rows.  A rewritten row keeps its ``rid`` and its words (they come
+        from the signed record and anchor, which never change); its document moves when its
+        eligibility, lifecycle rank or class do."""
+        conn = self._conn
+        rows_batch: list[tuple[Any, ...]] = []
+        keys_batch: list[tuple[Any, ...]] = []
+        terms_batch: list[tuple[int, str]] = []
+        refs_batch: list[tuple[str, str]] = []
+        missing_batch: list[tuple[str, str]] = []
+        for row in rows:
+            values = row_values(row)
+            slot, aid = self._slot(row.actor), self._aid(row)
+            old = None
+            if not self._fresh:
+                old = conn.execute(
+                    "SELECT doc, rid, eligible, mode, lifecycle_rank, cls, aid FROM row_keys"
+                    " WHERE id = ?",
+                    (row.id,),
+                ).fetchone()
+                for table in ("rows", "evidence_refs", "missing_objects"):
+                    conn.execute(f"DELETE FROM {table} WHERE id = ?", (row.id,))  # noqa: S608
+            if old is None:
+                self.added += 1
+                keys = key_values(values, slot, aid, self._next_rid)
+                self._next_rid += 1
+                terms_batch.append((keys[0], posting_terms(row)))
+            else:
+                if old[2]:
+                    self._groups.add((int(old[3]), int(old[4]), int(old[5])))
+                self._aids.add(int(old[6]))
+                keys = key_values(values, slot, aid, int(old[1]))
+                conn.execute("DELETE FROM row_keys WHERE doc = ?", (old[0],))
+                if keys[0] != old[0]:
+                    # Same words, another document ID: a contentless table forgets a document
+                    # given its exact words.
+                    words = posting_terms(row)
+                    conn.execute(
+                        "INSERT INTO terms (terms, rowid, words) VALUES ('delete', ?, ?)",
+                        (old[0], words),
+                    )
+                    terms_batch.append((keys[0], words))
+            if keys[3]:
+                self._groups.add((int(keys[4]), int(keys[6]), int(keys[8])))
+            self._aids.add(aid)
+            rows_batch.append((*values, mac_of(self._key, values)))
+            keys_batch.append(keys)
+            refs_batch += [
+                (e[len("memory:") :], row.id)
+                for e in row.record.evidence
+                if e.startswith("memory:")
+            ]
+            missing_batch += [
+                (d.requested, row.id)
+                for d in row.evidence_details
+                if d.type == "git" and d.status == "missing"
+            ]
+        conn.executemany(INSERT_ROW, rows_batch)
+        conn.executemany(INSERT_KEY, keys_batch)
+        conn.executemany("INSERT INTO terms (rowid, words) VALUES (?, ?)", terms_batch)
+        conn.executemany("INSERT OR IGNORE INTO evidence_refs VALUES (?, ?)", refs_batch)
+        conn.executemany("INSERT OR IGNORE INTO missing_objects VALUES (?, ?)", missing_batch)
+
+    def finish(self) -> None:
+        """Recompute the totals of every class and the counts of every anchor rows were
+        written in (all of them after a fresh build)."""
+        conn, key = self._conn, self._key
+        if self._fresh:
+            conn.execute("DELETE FROM groups")
+            found = conn.execute(GROUP_SQL + " GROUP BY 1, 2, 3").fetchall()
+            conn.execute("INSERT INTO terms (terms) VALUES ('optimize')")  # one segment to read
+            aids = [int(a) for (a,) in conn.execute("SELECT aid FROM anchors")]
+        else:
+            found = []
+            for group in sorted(self._groups):
+                conn.execute(
+                    "DELETE FROM groups WHERE mode = ? AND lifecycle_rank = ? AND cls = ?", group
+                )
+                found += conn.execute(
+                    GROUP_SQL + " AND mode = ? AND lifecycle_rank = ? AND cls = ? GROUP BY 1, 2, 3",
+                    group,
+                ).fetchall()
+            aids = sorted(self._aids)
+        conn.executemany(
+            "INSERT INTO groups VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(*values, mac_of(key, values)) for values in found],
+        )
+        for aid in aids:
+            refresh_anchor(conn, key, aid)
+        self._groups.clear()
+        self._aids.clear()
+
+
+def refresh_anchor(conn: sqlite3.Connection, key: bytes, aid: int, state: str = "") -> None:
+    """Recount an anchor's eligible rows per mode (and set its state) and re-sign its row."""
+    counts = dict.fromkeys((DESCENDANTS, EXACT), 0)
+    for mode, n in conn.execute(
+        "SELECT mode, count(*) FROM row_keys WHERE aid = ? AND eligible = 1 GROUP BY mode", (aid,)
+    ):
+        counts[int(mode)] = int(n)
+    found = conn.execute("SELECT commit_id, state FROM anchors WHERE aid = ?", (aid,)).fetchone()
+    values = (aid, str(found[0]), state or str(found[1]), counts[DESCENDANTS], counts[EXACT])
+    conn.execute(
+        "UPDATE anchors SET state = ?, n_desc = ?, n_exact = ?, mac = ? WHERE aid = ?",
+        (values[2], values[3], values[4], mac_of(key, values), aid),
+    )
+
+
+# ------------------------------------------------------------------------- re-projection
+
+
+def load_memories(
+    conn: sqlite3.Connection, ids: Iterable[str], *, check: bool = True
+) -> list[VerifiedMemory]:
+    """Stored envelopes of ``ids`` (unknown IDs are skipped).
+
+    With ``check`` (the default) each is verified again — hash, strict decoding, signature —
+    since the file may have been edited; without it (only for a file this process wrote
+    moments ago) the bytes are just decoded.
+
+    Raises:
+        StaleIndex: a stored envelope no longer verifies.
+    """
     out: list[VerifiedMemory] = []
     wanted = sorted(set(ids))
     for start in range(0, len(wanted), 500):
@@ -237,63 +293,55 @@ def load_memories(conn: sqlite3.Connection, ids: Iterable[str]) -> list[Verified
             f"SELECT id, commit_id, ref, payload, signature FROM envelopes WHERE id IN ({marks})",  # noqa: S608
             chunk,
         ):
-            data = bytes(payload)
-            if memory_id(data) != mid:
-                raise StaleIndex("corrupt: stored payload does not match its ID")
-            try:
-                envelope = decode_envelope(data)
-                verify_signature(envelope, data, str(signature))
-            except InvalidInput as exc:
-                raise StaleIndex("corrupt: stored envelope failed verification") from exc
-            out.append(
-                VerifiedMemory(str(mid), str(commit), data, envelope, str(signature), str(ref))
-            )
+            out.append(verified_envelope(str(mid), str(commit), str(ref), bytes(payload),
+                                         str(signature), check=check))  # fmt: skip
     return out
 
 
-def project_in(
-    repo: pygit2.Repository,
-    context: IndexContext,
-    policy: PolicyContext,
-    memories: Sequence[VerifiedMemory],
-) -> Projection:
-    """Project ``memories`` in the index's context (query commit, subject, path) and policy."""
-    return project(
-        memories,
-        store.RepoProbe(repo),
-        at_commit=context.at_commit,
-        policy=policy,
-        subject=context.subject,
-        path=context.path,
-    )
+def verified_envelope(
+    mid: str, commit: str, ref: str, payload: bytes, signature: str, *, check: bool = True
+) -> VerifiedMemory:
+    """A stored envelope as a verified memory (see :func:`load_memories` for ``check``).
+
+    Raises:
+        StaleIndex: the stored envelope does not verify.
+    """
+    if memory_id(payload) != mid:
+        raise StaleIndex("corrupt: stored payload does not match its ID")
+    try:
+        envelope = decode_envelope(payload)
+        if check:
+            verify_signature(envelope, payload, signature)
+    except InvalidInput as exc:
+        raise StaleIndex("corrupt: stored envelope failed verification") from exc
+    return VerifiedMemory(mid, commit, payload, envelope, signature, ref)
 
 
-def reproject(  # noqa: PLR0917 - internal, one call site
-    repo: pygit2.Repository,
-    conn: sqlite3.Connection,
-    key: bytes,
-    context: IndexContext,
-    policy: PolicyContext,
-    new_ids: Sequence[str],
-) -> int:
-    """Re-project the rows a set of new memories can change (see the module docstring);
-    return how many rows are new."""
+def affected_by(conn: sqlite3.Connection, new_ids: Sequence[str]) -> set[str]:
+    """The stored rows whose answers new memories can change: the new rows, the targets of
+    new relationships, and rows whose own relationship or memory evidence names a new one."""
     new = load_memories(conn, new_ids)
     affected = {m.memory_id for m in new if m.envelope.operation in ("record", "supersede")}
     affected |= {m.envelope.target for m in new if m.envelope.target}
-    # Rows whose own relationship named a memory that just arrived, or cite it as evidence.
     affected |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", new_ids)
     affected |= _ids(conn, "SELECT id FROM evidence_refs WHERE memory IN ({marks})", new_ids)
+    return affected
+
+
+def reproject(
+    conn: sqlite3.Connection, writer: RowWriter, probe: Probe, ids: Iterable[str]
+) -> int:
+    """Project the rows of ``ids`` again from stored envelopes (exactly the memories their
+    answers depend on: themselves, everything targeting them, their own targets and the
+    memories their evidence names) and write them; return how many were written."""
     affected = _ids(
         conn,
         "SELECT id FROM envelopes WHERE id IN ({marks}) AND operation IN ('record', 'supersede')",
-        sorted(affected),
+        sorted(set(ids)),
     )
     if not affected:
         return 0
     ordered = sorted(affected)
-    # The memories those rows depend on: themselves, everything targeting them, their own
-    # targets, and the memories their evidence names.
     needed = set(ordered)
     needed |= _ids(conn, "SELECT id FROM envelopes WHERE target IN ({marks})", ordered)
     needed |= _ids(
@@ -309,20 +357,43 @@ def reproject(  # noqa: PLR0917 - internal, one call site
     }
     extra = _ids(conn, "SELECT id FROM envelopes WHERE id IN ({marks})", sorted(cited - needed))
     subset += load_memories(conn, extra)
-    projection = project_in(repo, context, policy, subset)
+    projection = project(subset, probe, at_commit=None, policy=NEUTRAL)
     rows = [row for row in projection.rows if row.id in affected]
-    return write_rows(conn, key, rows, fresh=False)
+    writer.write(rows)
+    return len(rows)
 
 
-# ------------------------------------------------------------------------- verify
+def arrived(conn: sqlite3.Connection, probe: Probe) -> tuple[list[tuple[int, str]], set[str]]:
+    """Objects that were missing when rows were judged and are present now (an anchor commit,
+    a ``git:`` evidence object: a fetch may have brought them): the anchors found again (with
+    their new state) and the rows to project again.  Reads only."""
+    aids: list[tuple[int, str]] = []
+    rows: set[str] = set()
+    for aid, commit in conn.execute(
+        "SELECT aid, commit_id FROM anchors WHERE state = 'missing'"
+    ).fetchall():
+        state = probe.commit_state(str(commit))
+        if state != "missing":
+            aids.append((int(aid), state))
+            rows.update(str(r) for (r,) in conn.execute(
+                "SELECT id FROM row_keys WHERE aid = ?", (aid,)))  # fmt: skip
+    for (oid,) in conn.execute("SELECT DISTINCT oid FROM missing_objects").fetchall():
+        if probe.object_state(str(oid)) != "missing":
+            rows.update(str(r) for (r,) in conn.execute(
+                "SELECT id FROM missing_objects WHERE oid = ?", (oid,)))  # fmt: skip
+    return aids, rows
+
 
 __all__ = [
+    "NEUTRAL",
+    "RowWriter",
+    "affected_by",
+    "arrived",
     "load_memories",
-    "project_in",
-    "refresh_groups",
+    "refresh_anchor",
     "reproject",
     "store_entries",
     "store_envelopes",
+    "verified_envelope",
     "write_meta",
-    "write_rows",
 ]

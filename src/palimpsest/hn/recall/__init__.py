@@ -8,12 +8,14 @@ re-exports :func:`recall`, :func:`grep` and :class:`RecallResult`.
 from __future__ import annotations
 
 from palimpsest.hn.recall.pages import (
+    LeftOut,
     RecallResult,
     grep,
     recall,
 )
 
 __all__ = [
+    "LeftOut",
     "RecallResult",
     "grep",
     "recall",

@@ -17,34 +17,28 @@ disposable index below ``.git/hn/memory``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pygit2
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, Unavailable
-from palimpsest.hn.index import (
-    IndexContext,
-    IndexTampered,
-    MemoryIndex,
-    guarded,
-    open_index,
-    search_fields,
-)
+from palimpsest.hn.index import IndexTampered, MemoryIndex, guarded, open_index
+from palimpsest.hn.index.build import Progress
 from palimpsest.hn.index.query import (
     Candidate,
-    Selection,
-    admits,
+    biggest,
     candidates,
-    count_and_max,
+    count,
+    page,
     position_after,
-    posting_page,
     rows_by_id,
     scan_fields,
-    selection,
     sum_search_units,
 )
+from palimpsest.hn.index.schema import recall_json, row_data, search_fields
+from palimpsest.hn.recall.context import QueryContext, context_for, policy_at
 from palimpsest.hn.recall.request import (
     WARNING,
     GrepSpec,
@@ -58,6 +52,27 @@ from palimpsest.text import safe_line, safe_text
 
 
 @dataclass(frozen=True, slots=True)
+class LeftOut:
+    """How many more memories a recall would have matched without its trust filter, without
+    its lifecycle filter, and only without both (for human output; never in the JSON)."""
+
+    trust: int = 0
+    lifecycle: int = 0
+    both: int = 0
+
+    def line(self) -> str:
+        """``Left out: …`` naming the flags that show them, or "" when nothing was left out."""
+        parts = []
+        if self.trust:
+            parts.append(f"{self.trust} by trust (--include-untrusted)")
+        if self.lifecycle:
+            parts.append(f"{self.lifecycle} by lifecycle (--lifecycle all)")
+        if self.both:
+            parts.append(f"{self.both} by both (--include-untrusted --lifecycle all)")
+        return ("Left out: " + "; ".join(parts)) if parts else ""
+
+
+@dataclass(frozen=True, slots=True)
 class RecallResult:
     """One page: the envelope fields plus, for grep, the matching fields of each record."""
 
@@ -68,6 +83,7 @@ class RecallResult:
     records: tuple[bytes, ...]  # exact JSON of each returned record
     missing_dependencies: tuple[dict[str, Any], ...]
     matches: tuple[tuple[tuple[str, str], ...], ...] = field(default=())
+    left_out: LeftOut | None = None
 
     def to_json(self) -> bytes:
         """The compact version-0 envelope followed by one LF (§16.6)."""
@@ -94,12 +110,15 @@ class RecallResult:
         )
 
     def to_human(self) -> str:
-        """Human output: the warning, counts, one header per record, escaped author text."""
+        """Human output: the warning, counts, what the filters left out, one header per
+        record, escaped author text."""
         lines = [
             WARNING,
             f"Matched: {self.matched}; returned: {len(self.records)}; "
             f"truncated: {'true' if self.truncated else 'false'}",
         ]
+        if self.left_out is not None and self.left_out.line():
+            lines.append(self.left_out.line())
         for position, raw in enumerate(self.records):
             record = json.loads(raw)
             lines.append(
@@ -118,26 +137,13 @@ class RecallResult:
         return "\n".join(lines) + "\n"
 
 
-def _selection_for(request: RecallRequest, *, lexical: bool) -> Selection:
-    return selection(
-        subject=request.subject,
-        path=request.path,
-        topics=request.topic,
-        kinds=request.kind,
-        actors=request.actor,
-        lifecycles=request.lifecycle,
-        trusts=request.trust,
-        tokens=request.query_tokens() if lexical else (),
-    )
-
-
 _Tampered = IndexTampered  # a row or total failed its integrity check: rebuild, answer again
 
 
-def _checked(index: MemoryIndex, sel: Selection, cand: Candidate) -> Candidate:
-    # The MAC proves the row is ours; the class check proves the unauthenticated keys that
-    # chose it did not smuggle in a row the filters exclude.
-    if not index.row_valid(cand.values, cand.mac) or not admits(sel, cand.values):
+def _checked(index: MemoryIndex, context: QueryContext, cand: Candidate) -> Candidate:
+    # The MAC proves the row is ours; the filter check proves the unauthenticated keys that
+    # chose it did not smuggle in a row the filters or the query context exclude.
+    if not index.valid(cand.values, cand.mac) or not context.admits(index, cand.values):
         raise _Tampered(cand.id)
     return cand
 
@@ -155,7 +161,7 @@ def _dependencies(page: list[Candidate]) -> tuple[dict[str, Any], ...]:
         for dep in json.loads(cand.deps):
             seen[encode(dep)] = dep
     key = ("missingId", "kind", "operation", "ownerId", "stream", "reason")
-    return tuple(sorted(seen.values(), key=lambda d: tuple(d[k] for k in key)))
+    return tuple(sorted(seen.values(), key=lambda d: tuple(d.get(k, "") for k in key)))
 
 
 def _cursor_error(what: str) -> InvalidInput:
@@ -179,51 +185,83 @@ def _page(
     return page, len(page) < len(rows)
 
 
-def _recall_once(repo: pygit2.Repository, request: RecallRequest, rebuild: bool) -> RecallResult:
-    context = IndexContext(request.at_commit, request.subject, request.path)
-    with open_index(repo, context, rebuild=rebuild) as index:
-        digest = query_digest(request, index.state.source_fingerprint, index.state.policy_digest)
-        sel = _selection_for(request, lexical=True)
+def _recall_once(
+    repo: pygit2.Repository,
+    request: RecallRequest,
+    *,
+    rebuild: bool,
+    progress: Progress | None,
+    explain: bool,
+) -> RecallResult:
+    policy_at(repo, request.at_commit)  # a bad policy (or query commit) fails before any build
+    with open_index(repo, rebuild=rebuild, progress=progress) as index:
+        context = context_for(repo, index, request, lexical=True)
+        digest = query_digest(request, context.source_fingerprint, context.policy.digest)
+        sel, view = context.selection, context.view
         after = None
         if request.cursor:
             last = decode_cursor(request.cursor, digest)
-            after = position_after(index, sel, last)
+            after = position_after(index, sel, view, last)
             if after is None:
                 raise _cursor_error("recall")
-        limit = request.max_records + 1
-        page_ids: list[str] | None = None
-        if sel.match:
-            matched, biggest, page_ids = posting_page(
-                index, sel, "content_bytes", after=after, limit=limit,
-                bound=request.max_content_bytes,
-            )  # fmt: skip
-        else:
-            matched, biggest = count_and_max(index, sel, "content_bytes")
-        if biggest > request.max_content_bytes:
-            for cand in candidates(index, sel):
+        matched = count(index, sel, view)
+        if biggest(index, sel, view, "content_bytes") > request.max_content_bytes:
+            for cand in candidates(index, sel, view):
                 if cand.content_bytes > request.max_content_bytes:
                     raise _too_big(cand.id, "content")
-        if page_ids is not None:
-            fetched = rows_by_id(index, page_ids)
-        else:
-            fetched = list(candidates(index, sel, after=after, limit=limit))
-        page, truncated = _page(fetched, "content", request)
-        page = [_checked(index, sel, cand) for cand in page]
-        if fetched and not page:  # the first record alone exceeds the bound: stale totals
+        ids = page(index, sel, view, matched=matched, after=after, limit=request.max_records + 1)
+        fetched = rows_by_id(index, ids)
+        rows, truncated = _page(fetched, "content", request)
+        rows = [_checked(index, context, cand) for cand in rows]
+        if fetched and not rows:  # the first record alone exceeds the bound: stale totals
             raise _too_big(fetched[0].id, "content")
-        cursor = encode_cursor(digest, page[-1].id) if truncated and page else ""
+        cursor = encode_cursor(digest, rows[-1].id) if truncated and rows else ""
         return RecallResult(
             digest,
             matched,
             truncated,
             cursor,
-            tuple(c.json for c in page),
-            _dependencies(page),
+            tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
+            _dependencies(rows),
+            left_out=_left_out(repo, index, request, matched) if explain else None,
         )
 
 
-def recall(repo: pygit2.Repository, request: RecallRequest) -> RecallResult:
+def _left_out(
+    repo: pygit2.Repository, index: MemoryIndex, request: RecallRequest, matched: int
+) -> LeftOut:
+    """What the trust and lifecycle filters of ``request`` left out (counts only)."""
+
+    def matched_without(*, trust: bool, lifecycle: bool) -> int:
+        wider = replace(
+            request,
+            trust=() if trust else request.trust,
+            lifecycle=() if lifecycle else request.lifecycle,
+        )
+        context = context_for(repo, index, wider, lexical=True)
+        return count(index, context.selection, context.view)
+
+    by_trust = matched_without(trust=True, lifecycle=False) - matched if request.trust else 0
+    by_life = (
+        matched_without(trust=False, lifecycle=True) - matched if request.lifecycle else 0
+    )
+    both = 0
+    if request.trust and request.lifecycle:
+        both = matched_without(trust=True, lifecycle=True) - matched - by_trust - by_life
+    return LeftOut(by_trust, by_life, both)
+
+
+def recall(
+    repo: pygit2.Repository,
+    request: RecallRequest,
+    *,
+    progress: Progress | None = None,
+    explain: bool = False,
+) -> RecallResult:
     """Answer a normalised recall request (§16).
+
+    ``progress`` hears about a long index build; ``explain`` also counts what the trust and
+    lifecycle filters left out (:class:`LeftOut`, for human output).
 
     Raises:
         InvalidInput: bad cursor, a record larger than the byte bound, invalid policy or stream.
@@ -231,11 +269,15 @@ def recall(repo: pygit2.Repository, request: RecallRequest) -> RecallResult:
     """
     try:
         with guarded():
-            return _recall_once(repo, request, rebuild=False)
+            return _recall_once(
+                repo, request, rebuild=False, progress=progress, explain=explain
+            )
     except _Tampered:
         try:
             with guarded():
-                return _recall_once(repo, request, rebuild=True)
+                return _recall_once(
+                    repo, request, rebuild=True, progress=progress, explain=explain
+                )
         except _Tampered as exc:
             raise _tamper_error() from exc
 
@@ -249,7 +291,7 @@ def _tamper_error() -> Unavailable:
 
 
 def _field_matches(pattern: CompiledPattern, cand: Candidate) -> tuple[tuple[str, str], ...]:
-    data = json.loads(cand.json)["data"]
+    data = row_data(cand.values)
     return tuple(
         (label, value)
         for label, value in search_fields(data)
@@ -258,19 +300,22 @@ def _field_matches(pattern: CompiledPattern, cand: Candidate) -> tuple[tuple[str
 
 
 def _grep_once(
-    repo: pygit2.Repository, request: RecallRequest, pattern: CompiledPattern, rebuild: bool
+    repo: pygit2.Repository,
+    request: RecallRequest,
+    pattern: CompiledPattern,
+    rebuild: bool,
+    progress: Progress | None,
 ) -> RecallResult:
-    context = IndexContext(request.at_commit, request.subject, request.path)
     spec = GrepSpec(pattern.pattern.decode("utf-8"), pattern.ignore_case)
-    with open_index(repo, context, rebuild=rebuild) as index:
-        digest = query_digest(
-            request, index.state.source_fingerprint, index.state.policy_digest, spec
-        )
+    policy_at(repo, request.at_commit)  # a bad policy (or query commit) fails before any build
+    with open_index(repo, rebuild=rebuild, progress=progress) as index:
+        context = context_for(repo, index, request, lexical=False)
+        digest = query_digest(request, context.source_fingerprint, context.policy.digest, spec)
         last = decode_cursor(request.cursor, digest, grep=True) if request.cursor else ""
-        sel = _selection_for(request, lexical=False)
-        check_work(pattern.instructions, sum_search_units(index, sel))
+        sel, view = context.selection, context.view
+        check_work(pattern.instructions, sum_search_units(index, sel, view))
         hits: list[tuple[str, int]] = []
-        for mid, data_bytes, fields in scan_fields(index, sel):
+        for mid, data_bytes, fields in scan_fields(index, sel, view):
             values = json.loads(fields)
             if any(pattern.matches(value.encode("utf-8")) for value in values):
                 hits.append((mid, data_bytes))
@@ -294,24 +339,29 @@ def _grep_once(
             page_ids.append(mid)
             used += data_bytes
         truncated = start + len(page_ids) < len(hits)
-        page = [_checked(index, sel, cand) for cand in rows_by_id(index, page_ids)]
-        matches = [_field_matches(pattern, cand) for cand in page]
-        if len(page) != len(page_ids) or not all(matches):
+        rows = [_checked(index, context, cand) for cand in rows_by_id(index, page_ids)]
+        matches = [_field_matches(pattern, cand) for cand in rows]
+        if len(rows) != len(page_ids) or not all(matches):
             raise _Tampered("grep fields")  # the unverified surface disagreed with the row
-        cursor = encode_cursor(digest, page[-1].id, grep=True) if truncated and page else ""
+        cursor = encode_cursor(digest, rows[-1].id, grep=True) if truncated and rows else ""
         return RecallResult(
             digest,
             len(hits),
             truncated,
             cursor,
-            tuple(c.json for c in page),
-            _dependencies(page),
+            tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
+            _dependencies(rows),
             tuple(matches),
         )
 
 
 def grep(
-    repo: pygit2.Repository, request: RecallRequest, raw_pattern: bytes, *, ignore_case: bool
+    repo: pygit2.Repository,
+    request: RecallRequest,
+    raw_pattern: bytes,
+    *,
+    ignore_case: bool,
+    progress: Progress | None = None,
 ) -> RecallResult:
     """Explicit regex search over the verified selection (§23).
 
@@ -326,13 +376,13 @@ def grep(
     pattern = compile_pattern(raw_pattern, ignore_case=ignore_case)
     try:
         with guarded():
-            return _grep_once(repo, request, pattern, rebuild=False)
+            return _grep_once(repo, request, pattern, False, progress)
     except _Tampered:
         try:
             with guarded():
-                return _grep_once(repo, request, pattern, rebuild=True)
+                return _grep_once(repo, request, pattern, True, progress)
         except _Tampered as exc:
             raise _tamper_error() from exc
 
 
-__all__ = ["RecallResult", "grep", "recall"]
+__all__ = ["LeftOut", "RecallResult", "grep", "recall"]

@@ -80,6 +80,18 @@ class RepoProbe:
             return None
         return tuple(str(p) for p in obj.parent_ids)  # type: ignore[attr-defined]
 
+    def descends(self, commit: str, ancestor: str) -> bool | None:
+        """Whether ``ancestor`` is a proper ancestor of ``commit`` (libgit2's graph walk, in C);
+        None when it cannot tell (an object on the way is missing or the IDs are not
+        commits)."""
+        first, second = self._oid(commit), self._oid(ancestor)
+        if first is None or second is None:
+            return None
+        try:
+            return bool(self._repo.descendant_of(first, second))
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+
     def has_event(self, event_id: str) -> bool:
         """Accepted ``hn/0`` collaboration events: this project carries none (§14)."""
         return False
@@ -89,9 +101,16 @@ def policy_blob(repo: pygit2.Repository, commit: str) -> bytes | None:
     """The bytes of ``.hn/policy.json`` in the tree of ``commit``, or None when absent.
 
     Raises:
-        InvalidInput: the path exists but is not a blob (an invalid policy).
+        InvalidInput: the path exists but is not a blob (an invalid policy), or ``commit``
+            names another kind of object.
+        KeyError: ``commit`` is not in the repository.
     """
     obj = repo[pygit2.Oid(hex=commit)]
+    if obj.type != _OBJ_COMMIT:
+        raise InvalidInput(
+            f"query commit {commit} is not a commit", code="invalid-revision",
+            hint="name a commit with --at (or atCommit)",
+        )  # fmt: skip
     try:
         entry = obj.tree[POLICY_PATH]
     except KeyError:
