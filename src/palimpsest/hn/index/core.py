@@ -178,6 +178,25 @@ class MemoryIndex:
                 ).fetchall()
         return [self._anchor(row) for row in found]
 
+    def anchors_at(self, commits: Iterable[str]) -> dict[str, Anchor]:
+        """The anchors of ``commits`` that rows are anchored at, by commit (MAC-checked).
+
+        Raises:
+            IndexTampered: an anchor row failed its check.
+        """
+        wanted = sorted(set(commits))
+        out: dict[str, Anchor] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            for row in self.conn.execute(
+                "SELECT aid, commit_id, state, n_desc, n_exact, mac FROM anchors"  # noqa: S608
+                f" WHERE commit_id IN ({','.join('?' * len(chunk))})",
+                chunk,
+            ):
+                anchor = self._anchor(row)
+                out[anchor.commit] = anchor
+        return out
+
     def anchor_at(self, commit: str) -> Anchor | None:
         """The anchor of ``commit``, if any row is anchored there (MAC-checked)."""
         row = self.conn.execute(

@@ -40,7 +40,6 @@ from palimpsest.hn.index.schema import (
     ROW_COLUMNS,
     SUBJECT,
     IndexTampered,
-    anchor_term,
     any_anchor,
     doc_group,
     group_range,
@@ -135,8 +134,8 @@ def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
 
 
-def _key_filter(sel: Selection, view: View) -> tuple[str, list[Any]]:
-    """The eligibility, lifecycle, class and applicability filters over ``row_keys k``."""
+def _class_filter(sel: Selection, view: View) -> tuple[list[str], list[Any]]:
+    """The eligibility, lifecycle and class filters over ``row_keys k``."""
     clauses = ["k.eligible = 1"]
     args: list[Any] = []
     if sel.ranks:
@@ -146,6 +145,12 @@ def _key_filter(sel: Selection, view: View) -> tuple[str, list[Any]]:
         classes = sorted(view.classes)
         clauses.append(f"k.cls IN ({_marks(classes)})")
         args += classes
+    return clauses, args
+
+
+def _key_filter(sel: Selection, view: View) -> tuple[str, list[Any]]:
+    """The eligibility, lifecycle, class and applicability filters over ``row_keys k``."""
+    clauses, args = _class_filter(sel, view)
     modes: list[str] = []
     if view.desc_only is not None:
         if view.desc_only:
@@ -165,6 +170,44 @@ def _key_filter(sel: Selection, view: View) -> tuple[str, list[Any]]:
         modes.append(f"k.mode = {SUBJECT}")
     clauses.append("(" + (" OR ".join(modes) or "0") + ")")
     return " AND ".join(clauses), args
+
+
+def _rows_under(
+    index: MemoryIndex,
+    sel: Selection,
+    view: View,
+    mode: int,
+    anchors: Sequence[tuple[int, str]],
+) -> int:
+    """How many eligible rows of ``mode`` anchored at ``anchors`` pass the filters: through
+    the anchor postings with the other postings (a few anchors), the matches of the postings
+    (many), or the rows of those anchors when no postings are asked (a covering index)."""
+    if not anchors:
+        return 0
+    clauses, args = _class_filter(sel, view)
+    clauses.append("k.mode = ?")
+    args.append(mode)
+    if sel.match and len(anchors) <= _MAX_ANCHOR_TERMS:
+        match = _both(sel.match, any_anchor(c for _, c in anchors))
+        sql = "SELECT count(*) FROM terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
+        return int(index.conn.execute(
+            f"{sql} WHERE f.terms MATCH ? AND {' AND '.join(clauses)}",
+            (match, *args),
+        ).fetchone()[0])  # fmt: skip
+    aids = [aid for aid, _ in anchors]
+    clauses.append(f"k.aid IN ({_marks(aids)})")
+    args += aids
+    if sel.match:
+        sql = "SELECT count(*) FROM terms f CROSS JOIN row_keys k ON k.doc = f.rowid"
+        return int(index.conn.execute(
+            f"{sql} WHERE f.terms MATCH ? AND {' AND '.join(clauses)}",
+            (sel.match, *args),
+        ).fetchone()[0])  # fmt: skip
+    return int(index.conn.execute(
+        "SELECT count(*) FROM row_keys k INDEXED BY row_keys_anchor"  # noqa: S608
+        f" WHERE {' AND '.join(clauses)}",
+        args,
+    ).fetchone()[0])  # fmt: skip
 
 
 def _ranges(mode: int, sel: Selection, view: View) -> list[tuple[int, int]] | None:
@@ -234,30 +277,23 @@ def _modes(view: View) -> list[int]:
     return modes
 
 
-def biggest(index: MemoryIndex, sel: Selection, view: View, column: str) -> int:
-    """An upper bound of ``column`` (``content_bytes`` or ``data_bytes``) over the eligible set
-    (the largest in the classes it can hold).
+def count_and_biggest(
+    index: MemoryIndex, sel: Selection, view: View, column: str
+) -> tuple[int, int]:
+    """The number of eligible rows (exact) and an upper bound of ``column`` (``content_bytes``
+    or ``data_bytes``) over them: the largest in the classes they can be in.
 
     Raises:
         IndexTampered: a total failed its integrity check.
     """
     if not view.live:
-        return 0
+        return 0, 0
+    totals = _totals(index, sel, view, _modes(view))
     pick = 4 if column == "content_bytes" else 5
-    return max((int(v[pick]) for v in _totals(index, sel, view, _modes(view))), default=0)
-
-
-def count(index: MemoryIndex, sel: Selection, view: View) -> int:
-    """The number of eligible rows (exact).
-
-    Raises:
-        IndexTampered: a total failed its integrity check.
-    """
-    if not view.live:
-        return 0
-    found = _fast_count(index, sel, view)
+    bound = max((int(v[pick]) for v in totals), default=0)
+    found = _fast_count(index, sel, view, totals)
     if found is not None:
-        return found
+        return found, bound
     where, args = _key_filter(sel, view)
     if sel.match:
         row = index.conn.execute(
@@ -270,36 +306,38 @@ def count(index: MemoryIndex, sel: Selection, view: View) -> int:
             f"SELECT count(*) FROM row_keys k WHERE {where}",  # noqa: S608
             args,
         ).fetchone()
-    return int(row[0])
+    return int(row[0]), bound
 
 
-def _fast_count(index: MemoryIndex, sel: Selection, view: View) -> int | None:
-    """The count from FTS5 rowid ranges and the totals; None when that would not be cheap."""
+def count(index: MemoryIndex, sel: Selection, view: View) -> int:
+    """The number of eligible rows (exact).
+
+    Raises:
+        IndexTampered: a total failed its integrity check.
+    """
+    return count_and_biggest(index, sel, view, "content_bytes")[0]
+
+
+def _fast_count(
+    index: MemoryIndex, sel: Selection, view: View, totals: Sequence[Any]
+) -> int | None:
+    """The count from FTS5 rowid ranges, the totals (``totals``: :func:`_totals` of the view's
+    modes) and the rows of the anchors the view lists; None when that would not be cheap."""
     total = 0
     only, excluded = view.desc_only, view.desc_except
-    anchors = only if only is not None else excluded
-    if len(anchors) > _MAX_ANCHOR_TERMS:
-        return None
-    desc = _ranges(DESCENDANTS, sel, view)
-    if desc is None:
-        return None
-    if only is None or only:
-        if only is not None:
-            total += _fts_count(index, _both(sel.match, any_anchor(c for _, c in only)), desc)
+    if only is not None:
+        total += _rows_under(index, sel, view, DESCENDANTS, only)
+    else:
+        if sel.match:
+            desc = _ranges(DESCENDANTS, sel, view)
+            if desc is None:
+                return None
+            total += _fts_count(index, sel.match, desc)
         else:
-            if sel.match:
-                total += _fts_count(index, sel.match, desc)
-            else:
-                total += sum(int(v[3]) for v in _totals(index, sel, view, [DESCENDANTS]))
-            if excluded:
-                total -= _fts_count(
-                    index, _both(sel.match, any_anchor(c for _, c in excluded)), desc
-                )
+            total += sum(int(v[3]) for v in totals if int(v[0]) == DESCENDANTS)
+        total -= _rows_under(index, sel, view, DESCENDANTS, excluded)
     if view.exact is not None:
-        exact = _ranges(EXACT, sel, view)
-        if exact is None:
-            return None
-        total += _fts_count(index, _both(sel.match, f'"{anchor_term(view.exact[1])}"'), exact)
+        total += _rows_under(index, sel, view, EXACT, (view.exact,))
     if view.subject:
         subject = _ranges(SUBJECT, sel, view)
         if subject is None or not sel.match:
@@ -531,9 +569,9 @@ __all__ = [
     "Selection",
     "View",
     "anchor_ids",
-    "biggest",
     "candidates",
     "count",
+    "count_and_biggest",
     "page",
     "position_after",
     "rows_by_id",

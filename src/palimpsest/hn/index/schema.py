@@ -97,8 +97,9 @@ SCHEMA = (
     # Walks eligible keys in recall order (§16.4): the page of a filter that matches often.
     "CREATE INDEX row_keys_walk ON row_keys (eligible, lifecycle_rank, timestamp DESC, id,"
     " cls, mode, aid, doc)",
-    # The rows of some anchors: applicability corrections and the rows a fetched commit frees.
-    "CREATE INDEX row_keys_anchor ON row_keys (aid, mode, eligible)",
+    # The rows of some anchors (covering): applicability counts at a query commit that does
+    # not reach every anchor, and the rows a fetched anchor commit frees.
+    "CREATE INDEX row_keys_anchor ON row_keys (aid, mode, eligible, lifecycle_rank, cls, doc)",
     # Topic, lexical-term, path, anchor and subject postings of each row as opaque ASCII
     # words (:func:`posting_terms`).  Contentless and without positions: the only question is
     # "which rows hold every one of these terms".  A row's terms come from its signed record
@@ -247,13 +248,11 @@ _DATA_KEY = b',"data":'
 
 
 def mac_of(key: bytes, values: Sequence[Any]) -> str:
-    """Keyed BLAKE2b (a MAC by construction) over length-prefixed values, in one call."""
-    parts = []
-    for value in values:
-        part = value if isinstance(value, bytes) else str(value).encode("utf-8")
-        parts.append(struct.pack(">Q", len(part)))
-        parts.append(part)
-    return hashlib.blake2b(b"".join(parts), key=key, digest_size=32).hexdigest()
+    """Keyed BLAKE2b (a MAC by construction) over the values, length-prefixed (their count,
+    then every length, then every value), in one call."""
+    parts = [v if v.__class__ is bytes else str(v).encode("utf-8") for v in values]
+    lengths = struct.pack(f">{len(parts) + 1}Q", len(parts), *map(len, parts))
+    return hashlib.blake2b(lengths + b"".join(parts), key=key, digest_size=32).hexdigest()
 
 
 def base_of(applicability: str) -> str:

@@ -20,6 +20,7 @@ plus what recall needs to check and render each returned row.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ import pygit2
 from palimpsest.hn import store
 from palimpsest.hn.envelope import KINDS
 from palimpsest.hn.index import MemoryIndex
+from palimpsest.hn.index.core import Anchor
 from palimpsest.hn.index.query import Selection, View, selection
 from palimpsest.hn.index.reach import reach_of
 from palimpsest.hn.index.schema import COLUMN, MODE_CODE, class_of, eligible
@@ -79,14 +81,12 @@ class QueryContext:
         """The trust class of a stored row under the policy at the query commit (§15.1)."""
         return self.policy.trust(str(values[COLUMN["actor"]]), str(values[COLUMN["kind"]]))
 
-    def admits(self, index: MemoryIndex, values: Any) -> bool:
+    def admits(self, values: Any, anchors: Mapping[str, Anchor]) -> bool:
         """Whether MAC-checked row ``values`` pass every filter but the postings at this
         context: eligibility, applicability at the query commit, lifecycle, kind, actor,
         trust and subject (so tampered keys cannot smuggle in a row the filters exclude).
-
-        Raises:
-            IndexTampered: the row's anchor failed its check.
-        """
+        ``anchors`` holds the MAC-checked anchors of the rows' anchor commits
+        (:meth:`MemoryIndex.anchors_at`)."""
         request = self.request
         actor, kind = str(values[COLUMN["actor"]]), str(values[COLUMN["kind"]])
         anchor_subject = str(values[COLUMN["anchor_subject"]])
@@ -110,7 +110,7 @@ class QueryContext:
             return commit == request.at_commit
         if mode == MODE_CODE["subject"]:
             return bool(request.subject)
-        anchor = index.anchor_at(commit)
+        anchor = anchors.get(commit)
         return anchor is not None and bool(self.reach >> anchor.aid & 1)
 
 

@@ -28,16 +28,16 @@ from palimpsest.hn.index import IndexTampered, MemoryIndex, guarded, open_index
 from palimpsest.hn.index.build import Progress
 from palimpsest.hn.index.query import (
     Candidate,
-    biggest,
     candidates,
     count,
+    count_and_biggest,
     page,
     position_after,
     rows_by_id,
     scan_fields,
     sum_search_units,
 )
-from palimpsest.hn.index.schema import recall_json, row_data, search_fields
+from palimpsest.hn.index.schema import COLUMN, recall_json, row_data, search_fields
 from palimpsest.hn.recall.context import QueryContext, context_for, policy_at
 from palimpsest.hn.recall.request import (
     WARNING,
@@ -140,12 +140,19 @@ class RecallResult:
 _Tampered = IndexTampered  # a row or total failed its integrity check: rebuild, answer again
 
 
-def _checked(index: MemoryIndex, context: QueryContext, cand: Candidate) -> Candidate:
-    # The MAC proves the row is ours; the filter check proves the unauthenticated keys that
+def _checked(
+    index: MemoryIndex, context: QueryContext, rows: list[Candidate]
+) -> list[Candidate]:
+    # The MAC proves each row is ours; the filter check proves the unauthenticated keys that
     # chose it did not smuggle in a row the filters or the query context exclude.
-    if not index.valid(cand.values, cand.mac) or not context.admits(index, cand.values):
-        raise _Tampered(cand.id)
-    return cand
+    for cand in rows:
+        if not index.valid(cand.values, cand.mac):
+            raise _Tampered(cand.id)
+    anchors = index.anchors_at(str(c.values[COLUMN["anchor"]]) for c in rows)
+    for cand in rows:
+        if not context.admits(cand.values, anchors):
+            raise _Tampered(cand.id)
+    return rows
 
 
 def _too_big(memory: str, what: str) -> InvalidInput:
@@ -204,15 +211,15 @@ def _recall_once(
             after = position_after(index, sel, view, last)
             if after is None:
                 raise _cursor_error("recall")
-        matched = count(index, sel, view)
-        if biggest(index, sel, view, "content_bytes") > request.max_content_bytes:
+        matched, largest = count_and_biggest(index, sel, view, "content_bytes")
+        if largest > request.max_content_bytes:
             for cand in candidates(index, sel, view):
                 if cand.content_bytes > request.max_content_bytes:
                     raise _too_big(cand.id, "content")
         ids = page(index, sel, view, matched=matched, after=after, limit=request.max_records + 1)
         fetched = rows_by_id(index, ids)
         rows, truncated = _page(fetched, "content", request)
-        rows = [_checked(index, context, cand) for cand in rows]
+        rows = _checked(index, context, rows)
         if fetched and not rows:  # the first record alone exceeds the bound: stale totals
             raise _too_big(fetched[0].id, "content")
         cursor = encode_cursor(digest, rows[-1].id) if truncated and rows else ""
@@ -339,7 +346,7 @@ def _grep_once(
             page_ids.append(mid)
             used += data_bytes
         truncated = start + len(page_ids) < len(hits)
-        rows = [_checked(index, context, cand) for cand in rows_by_id(index, page_ids)]
+        rows = _checked(index, context, rows_by_id(index, page_ids))
         matches = [_field_matches(pattern, cand) for cand in rows]
         if len(rows) != len(page_ids) or not all(matches):
             raise _Tampered("grep fields")  # the unverified surface disagreed with the row
