@@ -16,7 +16,8 @@ import pygit2
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
-from palimpsest.hn.index.schema import LIFECYCLE_RANK, recall_record, source_fingerprint
+from palimpsest.hn.index.rows import recall_record
+from palimpsest.hn.index.schema import LIFECYCLE_RANK, source_fingerprint
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import Row, dependency_wire, project
 from palimpsest.hn.recall.pages import RecallResult

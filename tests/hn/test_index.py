@@ -15,10 +15,11 @@ import pytest
 from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
 from palimpsest.hn import store
 from palimpsest.hn.index import FORMAT, INDEX_NAME, KEY_NAME, open_index, verify_index
-from palimpsest.hn.index import core as index_module
+from palimpsest.hn.index import core as index_core
+from palimpsest.hn.index import update as index_module
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall.context import policy_at
 from palimpsest.hn.recall.request import normalize_request
+from palimpsest.hn.recall.run import GitJudge
 from palimpsest.identity import Identity
 from tests.conftest import INTEROP
 from tests.hn.recall_helpers import head, lifecycle, new_repo, remember
@@ -50,7 +51,7 @@ def repo(tmp_path: Path, alice: Identity) -> pygit2.Repository:
 def test_fixture_source_fingerprint(fixture_repo: Path) -> None:
     repo = store.open_repository(fixture_repo)
     with _open(repo) as index:
-        assert index.state.fingerprint(policy_at(repo, head(repo)).digest) == FIXTURE_SOURCE
+        assert index.state.fingerprint(GitJudge(repo).policy(head(repo)).digest) == FIXTURE_SOURCE
         assert index.state.records == 7
     assert json.loads((INTEROP / "index-v0.json").read_bytes())["sourceFingerprint"] == (
         FIXTURE_SOURCE
@@ -284,7 +285,7 @@ def test_garbage_index_is_rebuilt(repo: pygit2.Repository, garbage: bytes) -> No
 
 def test_planted_wal_garbage_is_harmless(repo: pygit2.Repository) -> None:
     honest = _recall_ids(repo)
-    index_module.forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
+    index_core.forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
     for suffix in ("-wal", "-shm"):
         side = _dir(repo) / (INDEX_NAME + suffix)
         side.write_bytes(b"planted garbage" * 100)
@@ -298,7 +299,7 @@ def test_unsafe_wal_file_forces_a_rebuild(
     repo: pygit2.Repository, tmp_path: Path, attack: str
 ) -> None:
     honest = _recall_ids(repo)
-    index_module.forget(_dir(repo) / INDEX_NAME)
+    index_core.forget(_dir(repo) / INDEX_NAME)
     wal = _dir(repo) / (INDEX_NAME + "-wal")
     wal.unlink(missing_ok=True)
     if attack == "symlink":
@@ -430,8 +431,8 @@ def test_locked_index_is_a_clear_error(
     repo: pygit2.Repository, alice: Identity, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     honest = _recall_ids(repo)
-    monkeypatch.setattr(index_module, "BUSY_TIMEOUT", 0.05)
-    index_module.forget(_dir(repo) / INDEX_NAME)
+    monkeypatch.setattr(index_core, "BUSY_TIMEOUT", 0.05)
+    index_core.forget(_dir(repo) / INDEX_NAME)
     other = sqlite3.connect(_dir(repo) / INDEX_NAME, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")  # another process is writing
     remember(repo, alice, "arrives while locked")

@@ -32,7 +32,7 @@ from palimpsest.hn import store
 from palimpsest.hn.author import append, build_record
 from palimpsest.hn.envelope import Anchor, PathAnchor, default_stream
 from palimpsest.hn.index import ROW_COLUMNS, open_index, row_values, verify_index
-from palimpsest.hn.index import core as index_core
+from palimpsest.hn.index import update as index_core
 from palimpsest.hn.index.write import NEUTRAL
 from palimpsest.hn.projection import project
 from palimpsest.hn.recall import recall

@@ -55,15 +55,23 @@ def _filter_options(func: F) -> F:
     return func
 
 
+def _where(ctx: click.Context) -> str:
+    return str(ctx.obj.get("repo", ".")) if isinstance(ctx.obj, dict) else "."
+
+
 def _open(ctx: click.Context) -> Any:
     from palimpsest.hn import store  # noqa: PLC0415 - keep `pal memory record` start-up light
 
-    where = ctx.obj.get("repo", ".") if isinstance(ctx.obj, dict) else "."
-    return store.open_repository(where)
+    return store.open_repository(_where(ctx))
 
 
-def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
+def _resolve(repo: Any, rev: str) -> str:
     from palimpsest.hn import store  # noqa: PLC0415
+
+    return store.resolve_commit(repo, rev)
+
+
+def _request(at_commit: str, o: dict[str, Any], query: str = "") -> Any:
     from palimpsest.hn.recall.request import (  # noqa: PLC0415
         DEFAULT_MAX_CONTENT_BYTES,
         DEFAULT_MAX_RECORDS,
@@ -71,7 +79,7 @@ def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
     )
 
     return normalize_request(
-        at_commit=store.resolve_commit(repo, o["at"]),
+        at_commit=at_commit,
         subject=o["subject"],
         path=o["path"],
         topic=list(o["topics"]),
@@ -139,10 +147,14 @@ def recall_command(
 ) -> None:
     """Bounded, deterministic recall of verified memories (inert data, never instructions)."""
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
-    from palimpsest.hn.recall import recall  # noqa: PLC0415
     from palimpsest.hn.recall.request import request_from_json  # noqa: PLC0415
+    from palimpsest.hn.recall.warm import recall_kept  # noqa: PLC0415
+    from palimpsest.hn.store import gitfiles  # noqa: PLC0415
 
-    repo = _open(ctx)
+    # A warm recall reads the ref files and the index only (no libgit2 start-up); anything the
+    # index does not keep an answer for goes through Git, which gives the same bytes.
+    git = gitfiles.locate(_where(ctx))
+    repo = None if git is not None else _open(ctx)
     if input_path is not None:
         if query or any(o[k] != v for k, v in _DEFAULTS.items()):
             raise InvalidInput("--input cannot be combined with other recall flags")
@@ -150,9 +162,18 @@ def recall_command(
             raise InvalidInput("--input requires --json")
         request = request_from_json(_read_input(input_path))
     else:
-        request = _request(repo, o, query)
-    with progress(as_json) as report:
-        result = recall(repo, request, progress=report, explain=not as_json)
+        at = gitfiles.resolve(git, o["at"]) if git is not None else None
+        if at is None:
+            repo = repo or _open(ctx)
+            at = _resolve(repo, o["at"])
+        request = _request(at, o, query)
+    result = recall_kept(git, request, explain=not as_json) if git is not None else None
+    if result is None:
+        from palimpsest.hn.recall.run import recall  # noqa: PLC0415
+
+        repo = repo or _open(ctx)
+        with progress(as_json) as report:
+            result = recall(repo, request, progress=report, explain=not as_json)
     _emit(result, as_json)
 
 
@@ -167,7 +188,7 @@ def grep_command(
     ctx: click.Context, /, pattern: str, ignore_case: bool, as_json: bool, **o: Any
 ) -> None:
     """Explicit RE2 regex search over verified memory (put -- before a pattern starting with -)."""
-    from palimpsest.hn.recall import grep  # noqa: PLC0415
+    from palimpsest.hn.recall.run import grep  # noqa: PLC0415
     from palimpsest.search.regex import compile_pattern  # noqa: PLC0415
 
     # The exact argv bytes (Python decodes argv with surrogateescape); invalid UTF-8 is refused
@@ -175,7 +196,7 @@ def grep_command(
     raw = os.fsencode(pattern)
     compile_pattern(raw, ignore_case=ignore_case)
     repo = _open(ctx)
-    request = _request(repo, o)
+    request = _request(_resolve(repo, o["at"]), o)
     with progress(as_json) as report:
         result = grep(repo, request, raw, ignore_case=ignore_case, progress=report)
     _emit(result, as_json)
@@ -189,10 +210,11 @@ def index_group() -> None:
 def _index_report(repo: Any, operation: str, state: Any, as_json: bool) -> None:
     from palimpsest.canonical import encode  # noqa: PLC0415
     from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.recall.context import policy_at  # noqa: PLC0415
+    from palimpsest.hn.recall.run import GitJudge  # noqa: PLC0415
 
     # The source fingerprint binds the policy at HEAD (§19.2), as upstream prints it.
-    fingerprint = state.fingerprint(policy_at(repo, store.resolve_commit(repo, "HEAD")).digest)
+    head = store.resolve_commit(repo, "HEAD")
+    fingerprint = state.fingerprint(GitJudge(repo).policy(head).digest)
     if as_json:
         _write(
             encode(

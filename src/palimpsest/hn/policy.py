@@ -14,7 +14,7 @@ from typing import Any
 
 from palimpsest.canonical import decode
 from palimpsest.errors import InvalidInput
-from palimpsest.hn.envelope import KINDS, memory_id
+from palimpsest.hn.ids import KINDS, memory_id
 
 POLICY_VERSION = "hn.policy/0"
 MISSING_POLICY_DIGEST = memory_id(b"hn-memory-policy-missing-v0")

@@ -16,13 +16,12 @@ one, then deleted).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-
-import pygit2
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
-from palimpsest.hn.index.schema import SCHEMA
+from palimpsest.hn.index.schema import SCHEMA, Progress
 from palimpsest.hn.index.write import (
     NEUTRAL,
     RowWriter,
@@ -33,10 +32,10 @@ from palimpsest.hn.index.write import (
 )
 from palimpsest.hn.projection import RowJudge, Stub, relate, stub
 
-BATCH = 1000  # memories per write; rows per projection batch
+if TYPE_CHECKING:
+    import pygit2
 
-# ``progress(phase, done, total)``: a long build reports what it has done (a terminal shows it).
-Progress = Callable[[str, int, int], None]
+BATCH = 1000  # memories per write; rows per projection batch
 
 
 def build(

@@ -1,4 +1,6 @@
-"""The private, disposable, incremental recall index below ``<git-dir>/hn/memory/``.
+"""The private recall index below ``<git-dir>/hn/memory/``, open: connections, the cache of
+open connections, and the small lookups of a query context.  No Git here (see
+:mod:`palimpsest.hn.index.update` for bringing the index up to date with the refs).
 
 The index is a SQLite file of our own format (hn-memory-v0.md §19 describes upstream's JSON
 file; only the source fingerprint of §19.2 is shared).  It is derived only from verified memory
@@ -12,30 +14,22 @@ evidence, anchor and applicability mode, and the recall JSON around its trust va
 narrow integer row keys and the topic, term, path, anchor and subject postings that recalls
 read.  Which rows apply at a query commit, under a subject or a path, and their trust under the
 policy there, are judged when a recall asks (:mod:`palimpsest.hn.recall.context`), never by
-rebuilding: another commit, subject, path or policy reads the same file.
-
-Incremental rule: when a stream head moves forward, only the new commits of that stream are
-read and verified (:func:`palimpsest.hn.store.load_stream_since`); the rows whose answers can
-change — the new rows, the targets of new relationships, rows whose relationships or memory
-evidence name a new memory — are re-projected over exactly the memories those answers depend
-on; so are rows judged with an anchor commit or ``git:`` evidence object that was missing and is
-present now (probed on every open).  Anything else (a ref rewritten or deleted, a damaged or
-foreign file, another format) rebuilds the whole index from Git, streaming
-(:mod:`palimpsest.hn.index.build`).  A property test checks the incremental answers against a
-from-scratch projection.
+rebuilding: another commit, subject, path or policy reads the same file.  What a query commit
+reaches and the policy there are kept per commit (``reach``), so a recall at a commit asked
+before needs no Git at all (:func:`open_current`).
 
 File safety (security-tests.md D17): the directories are owner-only (0700) and owned by us, the
 file is a 0600 regular file with one link, owned by us; symlinks are refused; a rebuild writes a
 temporary file and renames it over the old one; SQLite runs with ``trusted_schema=OFF`` and the
 schema must be exactly ours (no extra tables, views or triggers).  Rows, totals, anchors and
-cached reach sets carry a MAC under a per-repository key kept in a separate 0600 file, so a row
+kept reach sets carry a MAC under a per-repository key kept in a separate 0600 file, so a row
 no verified memory backs (or a file planted from elsewhere) is detected when read;
 ``pal memory index verify`` re-derives the whole index and compares it (:mod:`.verify`).
 
-Layout: this module opens, caches, rebuilds and refreshes the index and answers the small
-lookups a query context needs; the schema and row format live in :mod:`.schema`, the file
-checks in :mod:`.files`, the writes and re-projection in :mod:`.write`, the full build in
-:mod:`.build`, verify in :mod:`.verify` and the recall and grep SQL in :mod:`.query`.
+Layout: this module (open files, lookups), :mod:`.update` (refresh and rebuild from Git),
+:mod:`.schema` (schema and row format), :mod:`.files` (file checks), :mod:`.write` (writes and
+re-projection), :mod:`.build` (the streaming full build), :mod:`.reach` (what a commit
+reaches), :mod:`.verify` (re-derive and compare) and :mod:`.query` (the recall and grep SQL).
 """
 
 from __future__ import annotations
@@ -46,21 +40,10 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
-
-import pygit2
+from typing import TYPE_CHECKING, Any
 
 from palimpsest.errors import Unavailable
-from palimpsest.hn import store
-from palimpsest.hn.envelope import VerifiedMemory
-from palimpsest.hn.index.build import Progress, build
-from palimpsest.hn.index.files import (
-    check_private_file,
-    index_dir,
-    load_key,
-    side_file_ok,
-    temp_file,
-)
+from palimpsest.hn.index.files import check_private_file, index_dir, load_key, side_file_ok
 from palimpsest.hn.index.schema import (
     FORMAT,
     INDEX_NAME,
@@ -72,17 +55,9 @@ from palimpsest.hn.index.schema import (
     mac_of,
     schema_of,
 )
-from palimpsest.hn.index.write import (
-    RowWriter,
-    affected_by,
-    arrived,
-    load_memories,
-    refresh_anchor,
-    reproject,
-    store_entries,
-    store_envelopes,
-    write_meta,
-)
+
+if TYPE_CHECKING:
+    from palimpsest.hn.envelope import VerifiedMemory
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
 BUSY_TIMEOUT = 5.0  # seconds another process may hold the index's write lock
@@ -120,10 +95,7 @@ def connect(path: Path | str, *, building: bool = False) -> sqlite3.Connection:
 class MemoryIndex:
     """An open, verified-current index for one repository (any query context)."""
 
-    def __init__(
-        self, repo: pygit2.Repository, conn: sqlite3.Connection, key: bytes, state: IndexState
-    ) -> None:
-        self.repo = repo
+    def __init__(self, conn: sqlite3.Connection, key: bytes, state: IndexState) -> None:
         self.conn = conn
         self.key = key
         self.state = state
@@ -145,6 +117,9 @@ class MemoryIndex:
         Raises:
             StaleIndex: a stored envelope no longer verifies.
         """
+        # The envelope model and signature code load only when envelopes are read.
+        from palimpsest.hn.index.write import load_memories  # noqa: PLC0415
+
         return load_memories(self.conn, ids)
 
     # -------------------------------------------------------------- integrity
@@ -263,6 +238,35 @@ class MemoryIndex:
                 "DELETE FROM reach WHERE stamp <= ?", (stamp - REACH_KEPT,)
             )
 
+    def kept_policy(self, commit: str) -> tuple[bool, bytes] | None:
+        """The kept ``.hn/policy.json`` of a query commit: ``(present, blob)``, or None.
+
+        Raises:
+            IndexTampered: the kept row failed its check.
+        """
+        row = self.conn.execute(
+            "SELECT present, blob, stamp, mac FROM policies WHERE commit_id = ?", (commit,)
+        ).fetchone()
+        if row is None:
+            return None
+        present, blob, stamp, mac = row
+        if not self.valid((commit, present, bytes(blob), stamp), str(mac)):
+            raise IndexTampered("policies")
+        return bool(present), bytes(blob)
+
+    def keep_policy(self, commit: str, blob: bytes | None) -> None:
+        """Keep the policy blob of a query commit (None: the commit has none); the
+        :data:`REACH_KEPT` most recent are kept."""
+        with self.writing():
+            top = self.conn.execute("SELECT coalesce(max(stamp), 0) FROM policies").fetchone()
+            stamp = int(top[0]) + 1
+            values = (commit, int(blob is not None), blob or b"", stamp)
+            self.conn.execute(
+                "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?, ?)",
+                (*values, mac_of(self.key, values)),
+            )
+            self.conn.execute("DELETE FROM policies WHERE stamp <= ?", (stamp - REACH_KEPT,))
+
     @contextlib.contextmanager
     def writing(self) -> Iterator[None]:
         """One write transaction (rolled back on any failure)."""
@@ -289,7 +293,7 @@ class Anchor:
         self.n_exact = n_exact
 
 
-def _meta(conn: sqlite3.Connection) -> dict[str, str]:
+def meta_of(conn: sqlite3.Connection) -> dict[str, str]:
     return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 
 
@@ -309,7 +313,7 @@ def open_existing(path: Path) -> sqlite3.Connection:
     try:
         if schema_of(conn) != expected_schema():
             raise StaleIndex("corrupt: unexpected schema")
-        meta = _meta(conn)
+        meta = meta_of(conn)
         if meta.get("format") != FORMAT:
             raise StaleIndex("incompatible")
     except sqlite3.DatabaseError as exc:
@@ -321,38 +325,6 @@ def open_existing(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def missing_object(exc: Exception) -> Unavailable:
-    """The error for a Git object that is not available locally."""
-    return Unavailable(
-        f"a Git object needed to read memory is not available locally ({exc})",
-        code="object-unavailable",
-        hint="in a partial clone fetch the memory refs and their objects explicitly; "
-        "pal never fetches lazily (reads go through libgit2, which has no promisor support)",
-    )
-
-
-def open_index(
-    repo: pygit2.Repository, *, rebuild: bool = False, progress: Progress | None = None
-) -> MemoryIndex:
-    """Open the index, bringing it up to date with the refs first.
-
-    Missing, damaged or foreign-format indexes are rebuilt from Git (``progress`` hears about
-    a long rebuild); moved stream heads are applied incrementally.  Reads never fetch: in a
-    partial clone a missing object is an error, whatever ``GIT_NO_LAZY_FETCH`` says.
-
-    Raises:
-        Unavailable: ``index-unsafe`` when a path is a symlink or not ours;
-            ``object-unavailable`` when a needed Git object is missing locally.
-        InvalidInput: a memory stream is invalid (fail closed).
-    """
-    try:
-        return _open_index(repo, rebuild=rebuild, progress=progress)
-    except (KeyError, pygit2.GitError) as exc:
-        raise missing_object(exc) from exc
-    except sqlite3.Error as exc:
-        raise index_error(exc) from exc
-
-
 def index_error(exc: Exception) -> Unavailable:
     """The error for an index SQLite cannot read or write."""
     return Unavailable(
@@ -360,17 +332,6 @@ def index_error(exc: Exception) -> Unavailable:
         code="index-unavailable",
         hint="retry; if it persists delete .git/hn/memory (a disposable cache)",
     )
-
-
-@contextlib.contextmanager
-def guarded() -> Iterator[None]:
-    """Turn SQLite and Git failures while querying an open index into one-line errors."""
-    try:
-        yield
-    except sqlite3.Error as exc:
-        raise index_error(exc) from exc
-    except (KeyError, pygit2.GitError) as exc:
-        raise missing_object(exc) from exc
 
 
 # Open connections by index path: (file identity, SQLite data_version, index).  A cached
@@ -389,7 +350,7 @@ def _data_version(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
-def _remember(path: Path, index: MemoryIndex) -> MemoryIndex:
+def remember(path: Path, index: MemoryIndex) -> MemoryIndex:
     old = _OPEN.get(str(path))
     if old is not None and old[2].conn is not index.conn:
         old[2].conn.close()
@@ -412,7 +373,7 @@ def forget(path: Path) -> None:
         old[2].conn.close()
 
 
-def _cached(path: Path, key: bytes) -> sqlite3.Connection | None:
+def cached_connection(path: Path, key: bytes) -> sqlite3.Connection | None:
     entry = _OPEN.get(str(path))
     if entry is None:
         return None
@@ -428,136 +389,35 @@ def _cached(path: Path, key: bytes) -> sqlite3.Connection | None:
     return index.conn
 
 
-def _open_index(
-    repo: pygit2.Repository, *, rebuild: bool, progress: Progress | None
-) -> MemoryIndex:
-    directory = index_dir(repo)
-    path = directory / INDEX_NAME
-    key = load_key(directory)
-    refs = store.list_memory_refs(repo)
-    if not rebuild and check_private_file(path):
-        conn = _cached(path, key)
-        if conn is None:
-            try:
-                conn = open_existing(path)
-            except StaleIndex:
-                conn = None
-        if conn is not None:
-            try:
-                state = _refresh(repo, conn, key, refs)
-            except StaleIndex:
-                forget(path)
-                conn.close()
-            else:
-                return _remember(path, MemoryIndex(repo, conn, key, state))
-    forget(path)
-    return _remember(path, _rebuild(repo, directory, key, refs, progress))
+def open_current(git_dir: str | Path, heads: Sequence[tuple[str, str]]) -> MemoryIndex | None:
+    """The index of ``git_dir`` when it is already up to date with these source heads and no
+    row waits for a missing object — so it can answer without any Git read; None otherwise
+    (the caller brings it up to date through :func:`palimpsest.hn.index.update.open_index`).
 
-
-def build_file(
-    repo: pygit2.Repository,
-    directory: Path,
-    key: bytes,
-    refs: Sequence[store.MemoryRef],
-    progress: Progress | None = None,
-    *,
-    wal: bool = True,
-) -> tuple[str, int]:
-    """Build a complete index into a new private temporary file; return its path and rows.
-
-    ``wal``: record WAL mode in the file (for a file that replaces the index).  The file is
-    removed again if anything fails.
+    Raises:
+        Unavailable: ``index-unsafe`` when a path is a symlink or not ours.
     """
-    fd, tmp = temp_file(directory)
-    os.close(fd)
-    conn: sqlite3.Connection | None = None
-    try:
-        conn = connect(tmp, building=True)
-        conn.execute("BEGIN")
-        records = build(repo, conn, key, refs, progress=progress)
-        conn.execute("COMMIT")
-        if wal:
-            conn.execute("PRAGMA journal_mode=WAL")  # recorded in the file header
-        conn.close()
-        conn = None
-        fd = os.open(tmp, os.O_RDONLY | os.O_NOFOLLOW)
+    directory = index_dir(git_dir)
+    path = directory / INDEX_NAME
+    if not check_private_file(path):
+        return None
+    key = load_key(directory)
+    conn = cached_connection(path, key)
+    if conn is None:
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except BaseException:
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return tmp, records
+            conn = open_existing(path)
+        except StaleIndex:
+            return None
+    found = meta_of(conn)
+    if found.get("heads") != heads_digest(heads) or watching(conn):
+        if _OPEN.get(str(path), (None, None, None))[2] is None:
+            conn.close()  # not cached: ours to close
+        return None
+    state = IndexState(tuple(heads), int(found.get("records", "0")))
+    return remember(path, MemoryIndex(conn, key, state))
 
 
-def _rebuild(
-    repo: pygit2.Repository,
-    directory: Path,
-    key: bytes,
-    refs: Sequence[store.MemoryRef],
-    progress: Progress | None,
-) -> MemoryIndex:
-    tmp, records = build_file(repo, directory, key, refs, progress)
-    try:
-        for suffix in (*_SQLITE_SIDE_FILES, "-journal"):
-            # Planted or stale side files must never be applied to the new index.
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(str(directory / INDEX_NAME) + suffix)
-        os.replace(tmp, directory / INDEX_NAME)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    final = connect(directory / INDEX_NAME)
-    state = IndexState(tuple((r.name, r.head) for r in refs), records)
-    return MemoryIndex(repo, final, key, state)
-
-
-def _refresh(
-    repo: pygit2.Repository,
-    conn: sqlite3.Connection,
-    key: bytes,
-    refs: Sequence[store.MemoryRef],
-) -> IndexState:
-    meta = _meta(conn)
-    pairs = tuple((r.name, r.head) for r in refs)
-    records = int(meta.get("records", "0"))
-    probe = store.RepoProbe(repo)
-    changed: list[tuple[store.MemoryRef, tuple[VerifiedMemory, ...]]] = []
-    if meta.get("heads") != heads_digest(pairs):
-        changed = _moved_streams(repo, conn, refs)
-    found, late = arrived(conn, probe) if _watching(conn) else ([], set())
-    if not changed and not late and not found:
-        return IndexState(pairs, records)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        for aid, anchor_state in found:
-            refresh_anchor(conn, key, aid, anchor_state)
-        if found:  # kept reach sets said nothing reaches a missing commit
-            conn.execute("DELETE FROM reach")
-        writer = RowWriter(conn, key, probe, fresh=False)
-        new_ids: list[str] = []
-        for ref, suffix in changed:
-            store_entries(conn, ref, suffix, replace_all=False)
-            new_ids += store_envelopes(conn, suffix)
-        affected = set(late)
-        if new_ids:
-            affected |= affected_by(conn, new_ids)
-        reproject(conn, writer, probe, affected)
-        writer.finish()
-        records += writer.added
-        state = write_meta(conn, refs, records)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return state
-
-
-def _watching(conn: sqlite3.Connection) -> bool:
+def watching(conn: sqlite3.Connection) -> bool:
     """Whether any row was judged with a missing object (so the objects must be probed)."""
     row = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM anchors WHERE state = 'missing')"
@@ -566,43 +426,18 @@ def _watching(conn: sqlite3.Connection) -> bool:
     return bool(row[0])
 
 
-def _moved_streams(
-    repo: pygit2.Repository, conn: sqlite3.Connection, refs: Sequence[store.MemoryRef]
-) -> list[tuple[store.MemoryRef, tuple[VerifiedMemory, ...]]]:
-    stored = {
-        str(r): (str(h), int(c), str(last))
-        for r, h, c, last in conn.execute("SELECT ref, head, count, last_id FROM sources")
-    }
-    names = {r.name for r in refs}
-    if set(stored) - names:
-        raise StaleIndex("stale: a source ref disappeared")
-    changed: list[tuple[store.MemoryRef, tuple[VerifiedMemory, ...]]] = []
-    for ref in refs:
-        old = stored.get(ref.name)
-        if old is not None and old[0] == ref.head:
-            continue
-        if old is None:
-            suffix = store.load_stream(repo, ref)
-        else:
-            loaded = store.load_stream_since(repo, ref, old[0], old[1], old[2])
-            if loaded is None:
-                raise StaleIndex("stale: a stream was rewritten")
-            suffix = loaded
-        changed.append((ref, suffix))
-    return changed
-
-
 __all__ = [
     "BUSY_TIMEOUT",
     "REACH_KEPT",
     "Anchor",
     "MemoryIndex",
-    "build_file",
+    "cached_connection",
     "connect",
     "forget",
-    "guarded",
     "index_error",
-    "missing_object",
+    "meta_of",
+    "open_current",
     "open_existing",
-    "open_index",
+    "remember",
+    "watching",
 ]

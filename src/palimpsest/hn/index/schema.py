@@ -20,13 +20,11 @@ import json
 import re
 import sqlite3
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.canonical import encode
-from palimpsest.hn.envelope import KINDS
-from palimpsest.hn.projection import Row, dependency_wire, row_parts
+from palimpsest.hn.ids import KINDS
 from palimpsest.text import word_tokens
 
 FORMAT = "pal-hn-memory-index/9"
@@ -117,6 +115,10 @@ SCHEMA = (
     # bitmap over anchor IDs up to ``upto``; a cache, checked by MAC and by the ancestry walk.
     "CREATE TABLE reach (commit_id TEXT PRIMARY KEY, upto INTEGER NOT NULL, bits BLOB NOT NULL,"
     " stamp INTEGER NOT NULL, mac TEXT NOT NULL) STRICT",
+    # The ``.hn/policy.json`` blob of recently asked query commits (``present`` 0: none there),
+    # so a recall at a commit asked before reads no Git object; MAC-signed.
+    "CREATE TABLE policies (commit_id TEXT PRIMARY KEY, present INTEGER NOT NULL,"
+    " blob BLOB NOT NULL, stamp INTEGER NOT NULL, mac TEXT NOT NULL) STRICT",
 )
 
 
@@ -174,15 +176,6 @@ def search_fields(data: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
-def recall_record(row: Row) -> dict[str, Any]:
-    """The §19.3 index record of a row, with recall's null-for-empty lists (§16.6)."""
-    parts = row_parts(row, nil_empty=RECALL_NIL, sort_data_evidence=True)
-    data = parts["data"]
-    if not data["topics"]:
-        data["topics"] = None  # [inferred] §16.6: Go nil slice
-    return parts
-
-
 # ------------------------------------------------------------------------- file safety
 
 
@@ -209,6 +202,10 @@ def expected_schema() -> list[tuple[str, str, str | None]]:
         _EXPECTED_SCHEMA = schema_of(conn)
         conn.close()
     return _EXPECTED_SCHEMA
+
+
+# ``progress(phase, done, total)``: a long build reports what it has done (a terminal shows it).
+Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,8 +240,8 @@ ROW_COLUMNS = (
 )  # fmt: skip
 COLUMN = {name: i for i, name in enumerate(ROW_COLUMNS)}
 INSERT_ROW = "INSERT INTO rows VALUES (" + ", ".join("?" * (len(ROW_COLUMNS) + 1)) + ")"  # noqa: S608
-_TRUST_KEY = b',"trust":'
-_DATA_KEY = b',"data":'
+TRUST_KEY = b',"trust":'
+DATA_KEY = b',"data":'
 
 
 def mac_of(key: bytes, values: Sequence[Any]) -> str:
@@ -261,44 +258,6 @@ def base_of(applicability: str) -> str:
     return "ok" if applicability in ("applicable", "inapplicable") else applicability
 
 
-def row_values(row: Row) -> tuple[Any, ...]:
-    """The stored columns of a row projected without a query commit (each row at its own
-    anchor commit, no subject, no path), in :data:`ROW_COLUMNS` order."""
-    record = recall_record(row)
-    record["applicability"] = "applicable"  # the only value a returned row can have
-    data = record["data"]
-    fields = search_fields(data)
-    units = sum(len(value.encode("utf-8")) + 1 for _, value in fields)
-    whole = encode(record)
-    # Keys are never inside a JSON string (quotes there are escaped) and ``data`` is last,
-    # so the first ``,"trust":`` and ``,"data":`` are the record's own.
-    head = whole[: whole.index(_TRUST_KEY) + len(_TRUST_KEY)]
-    tail = whole[whole.index(_DATA_KEY, len(head)) :]
-    # Only lifecycle-target dependencies can belong to a returned row: anchor and evidence
-    # dependencies make a row ineligible.
-    deps = [dependency_wire(d) for d in row.dependencies if d.kind == "lifecycle-target"]
-    return (
-        row.id,
-        row.actor,
-        row.kind,
-        row.lifecycle,
-        LIFECYCLE_RANK.get(row.lifecycle, OTHER_RANK),
-        base_of(row.applicability),
-        row.evidence,
-        row.timestamp,
-        row.record.applicability.mode,
-        row.anchor.commit,
-        row.anchor.subject,
-        len(encode(row.record.content)),
-        len(encode(data)),
-        units,
-        head,
-        tail,
-        encode(deps),
-        encode([value for _, value in fields]),  # the grep surface, in search_fields order
-    )
-
-
 def recall_json(values: Sequence[Any], trust: str) -> bytes:
     """The exact recall JSON of a stored row under a trust class."""
     return b"".join(
@@ -309,7 +268,7 @@ def recall_json(values: Sequence[Any], trust: str) -> bytes:
 def row_data(values: Sequence[Any]) -> dict[str, Any]:
     """The ``data`` object of a stored row (its recall JSON's last member)."""
     tail = bytes(values[COLUMN["tail"]])
-    data: dict[str, Any] = json.loads(tail[len(_DATA_KEY) : -1])
+    data: dict[str, Any] = json.loads(tail[len(DATA_KEY) : -1])
     return data
 
 
@@ -325,7 +284,7 @@ def eligible(values: Sequence[Any]) -> bool:
 _SHORT_TERM = 32  # bytes; longer values are posted under their SHA-256
 
 
-def _term(kind: str, value: str) -> str:
+def term(kind: str, value: str) -> str:
     # An opaque word of [0-9a-z] that FTS5's ascii tokenizer keeps whole and unchanged: a kind
     # letter, then the hex of the value's UTF-8 (or, for a long value, of its SHA-256 under
     # another letter, so no two distinct values ever share a word).
@@ -340,26 +299,12 @@ def anchor_term(commit: str) -> str:
     return "a" + commit
 
 
-def posting_terms(row: Row) -> str:
-    """The ``terms`` document of a row: its lexical tokens (content and topics), topics,
-    anchor paths, anchor commit and anchor subject, each an opaque word (a row has every term
-    it is posted under, no other)."""
-    text = row.record.content + "\n" + "\n".join(row.record.topics)
-    words = {_term("w", t) for t in index_tokens(text)}
-    words.update(_term("t", t) for t in row.record.topics)
-    words.update(_term("p", p.path) for p in row.anchor.paths)
-    words.add(anchor_term(row.anchor.commit))
-    if row.anchor.subject:
-        words.add(_term("j", row.anchor.subject))
-    return " ".join(sorted(words))
-
-
 def match_query(*, topics: Sequence[str], tokens: Sequence[str], path: str, subject: str) -> str:
     """The ``terms MATCH`` expression asking for rows posted under every given value ("" when
     nothing is asked)."""
-    words = [_term("t", t) for t in topics] + [_term("w", t) for t in tokens]
-    words += [_term("p", path)] if path else []
-    words += [_term("j", subject)] if subject else []
+    words = [term("t", t) for t in topics] + [term("w", t) for t in tokens]
+    words += [term("p", path)] if path else []
+    words += [term("j", subject)] if subject else []
     return " AND ".join(f'"{w}"' for w in words)
 
 
@@ -418,6 +363,7 @@ GROUP_SQL = (
 __all__ = [
     "CLS_BITS",
     "COLUMN",
+    "DATA_KEY",
     "DESCENDANTS",
     "EXACT",
     "FORMAT",
@@ -437,8 +383,10 @@ __all__ = [
     "SCHEMA",
     "SUBJECT",
     "TEMP_PREFIX",
+    "TRUST_KEY",
     "IndexState",
     "IndexTampered",
+    "Progress",
     "StaleIndex",
     "anchor_term",
     "any_anchor",
@@ -454,12 +402,10 @@ __all__ = [
     "key_values",
     "mac_of",
     "match_query",
-    "posting_terms",
     "recall_json",
-    "recall_record",
     "row_data",
-    "row_values",
     "schema_of",
     "search_fields",
     "source_fingerprint",
+    "term",
 ]

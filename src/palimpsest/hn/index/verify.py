@@ -20,8 +20,7 @@ import pygit2
 
 from palimpsest.errors import Conflict, NotFound
 from palimpsest.hn import store
-from palimpsest.hn.index.build import Progress
-from palimpsest.hn.index.core import MemoryIndex, build_file, missing_object, open_existing
+from palimpsest.hn.index.core import MemoryIndex, open_existing
 from palimpsest.hn.index.files import check_private_file, index_dir, load_key
 from palimpsest.hn.index.reach import walk_reach
 from palimpsest.hn.index.schema import (
@@ -30,10 +29,12 @@ from palimpsest.hn.index.schema import (
     INDEX_NAME,
     IndexState,
     IndexTampered,
+    Progress,
     StaleIndex,
     heads_digest,
     mac_of,
 )
+from palimpsest.hn.index.update import build_file, missing_object
 
 _STALE = "memory index stale: derived projection changed"
 
@@ -71,7 +72,7 @@ def verify_index(repo: pygit2.Repository, *, progress: Progress | None = None) -
 
 
 def _verify(repo: pygit2.Repository, progress: Progress | None) -> IndexState:
-    directory = index_dir(repo)
+    directory = index_dir(repo.path)
     path = directory / INDEX_NAME
     if not check_private_file(path):
         raise NotFound(
@@ -93,7 +94,7 @@ def _verify(repo: pygit2.Repository, progress: Progress | None) -> IndexState:
             conn.execute("ATTACH DATABASE ? AS fresh", (tmp,))
             try:
                 same = _same(conn, key) and meta.get("records") == str(records)
-                same = same and _reach_holds(MemoryIndex(repo, conn, key, IndexState(pairs, 0)))
+                same = same and _reach_holds(repo, MemoryIndex(conn, key, IndexState(pairs, 0)))
             finally:
                 conn.execute("DETACH DATABASE fresh")
         finally:
@@ -147,9 +148,10 @@ def _same(conn: sqlite3.Connection, key: bytes) -> bool:
     return True
 
 
-def _reach_holds(index: MemoryIndex) -> bool:
-    """Every kept reach set equals a fresh walk (nothing kept is trusted)."""
-    probe = store.RepoProbe(index.repo)
+def _reach_holds(repo: pygit2.Repository, index: MemoryIndex) -> bool:
+    """Every kept reach set (and the policy kept beside it) equals a fresh walk and read
+    (nothing kept is trusted)."""
+    probe = store.RepoProbe(repo)
     last = index.last_anchor()
     for commit in index.reach_commits():
         try:

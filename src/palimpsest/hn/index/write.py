@@ -15,6 +15,7 @@ from typing import Any
 
 from palimpsest.errors import InvalidInput
 from palimpsest.hn.envelope import VerifiedMemory, decode_envelope, memory_id, verify_signature
+from palimpsest.hn.index.rows import posting_terms, row_values
 from palimpsest.hn.index.schema import (
     DESCENDANTS,
     EXACT,
@@ -28,8 +29,6 @@ from palimpsest.hn.index.schema import (
     heads_digest,
     key_values,
     mac_of,
-    posting_terms,
-    row_values,
 )
 from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.projection import Probe, Row, project

@@ -14,6 +14,11 @@ policy, which of its rows apply and what trust they have:
 - **trust**: the class of each (actor, kind) under the policy, so trust filters become the
   row classes the index may return.
 
+Git answers the three questions about the query commit (is it a commit, what does it reach,
+what policy does it hold) through a :class:`Judge`: one that asks Git and keeps the answers in
+the index (:mod:`palimpsest.hn.recall.run`), or :class:`KeptJudge`, which only reads what was
+kept (a recall at a commit asked before then needs no Git at all).
+
 The result is a :class:`QueryContext`: the index's :class:`~palimpsest.hn.index.query.View`
 plus what recall needs to check and render each returned row.
 """
@@ -22,16 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-import pygit2
-
-from palimpsest.hn import store
-from palimpsest.hn.envelope import KINDS
-from palimpsest.hn.index import MemoryIndex
-from palimpsest.hn.index.core import Anchor
+from palimpsest.hn.ids import KINDS
+from palimpsest.hn.index.core import Anchor, MemoryIndex
 from palimpsest.hn.index.query import Selection, View, selection
-from palimpsest.hn.index.reach import reach_of
 from palimpsest.hn.index.schema import COLUMN, MODE_CODE, class_of, eligible
 from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.recall.request import RecallRequest
@@ -39,31 +39,75 @@ from palimpsest.hn.recall.request import RecallRequest
 _MAX_LISTED = 400  # anchors listed in a view; past it the other list is used if shorter
 
 
-_POLICIES: dict[tuple[str, str], PolicyContext] = {}
+class Judge(Protocol):
+    """Answers about a query commit (what Git knows)."""
+
+    def is_commit(self, commit: str) -> bool:
+        """Whether the query commit names a commit object."""
+
+    def policy(self, commit: str) -> PolicyContext:
+        """The policy in the commit's tree (§15.2)."""
+
+    def reach(self, index: MemoryIndex, commit: str) -> int:
+        """The bitmap of the anchor IDs the commit reaches (itself and its ancestors)."""
+
+
+class NotKept(Exception):
+    """The index keeps no answer for this query commit yet: ask Git."""
+
+
 _PARSED: dict[bytes, PolicyContext] = {}
 
 
-def policy_at(repo: pygit2.Repository, commit: str) -> PolicyContext:
-    """The policy at ``commit`` (a commit names its tree and so its policy blob exactly; the
-    same blob is parsed once).
+def parsed_policy(commit: str, blob: bytes | None) -> PolicyContext:
+    """The policy context of a policy blob (None: absent) at ``commit``, parsed once per blob.
 
     Raises:
         InvalidInput: ``invalid-policy``.
     """
-    cache_key = (str(repo.path), commit)
-    cached = _POLICIES.get(cache_key)
-    if cached is None:
-        if len(_POLICIES) > 256:
-            _POLICIES.clear()
-        blob = store.policy_blob(repo, commit)
-        parsed = _PARSED.get(blob or b"")
-        if parsed is None:
-            parsed = policy_context(commit, blob)
-            if len(_PARSED) > 64:
-                _PARSED.clear()
-            _PARSED[blob or b""] = parsed
-        cached = _POLICIES[cache_key] = PolicyContext(commit, parsed.digest, parsed.memory)
-    return cached
+    parsed = _PARSED.get(blob or b"\x00absent")
+    if parsed is None:
+        parsed = policy_context(commit, blob)
+        if len(_PARSED) > 64:
+            _PARSED.clear()
+        _PARSED[blob or b"\x00absent"] = parsed
+    return PolicyContext(commit, parsed.digest, parsed.memory)
+
+
+class KeptJudge:
+    """Answers only from what the index kept for a query commit; :class:`NotKept` otherwise."""
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._index = index
+
+    def is_commit(self, commit: str) -> bool:
+        """Kept reach sets are only ever kept for commits."""
+        if self._index.reach(commit) is None:
+            raise NotKept(commit)
+        return True
+
+    def policy(self, commit: str) -> PolicyContext:
+        """The kept policy blob, parsed.
+
+        Raises:
+            NotKept: none is kept.
+        """
+        kept = self._index.kept_policy(commit)
+        if kept is None:
+            raise NotKept(commit)
+        present, blob = kept
+        return parsed_policy(commit, blob if present else None)
+
+    def reach(self, index: MemoryIndex, commit: str) -> int:
+        """The kept reach set, when it covers every anchor.
+
+        Raises:
+            NotKept: none is kept, or anchors were added since.
+        """
+        kept = index.reach(commit)
+        if kept is None or kept[0] != index.last_anchor():
+            raise NotKept(commit)
+        return kept[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,16 +186,17 @@ def _bits(bits: int) -> list[int]:
 
 
 def context_for(
-    repo: pygit2.Repository, index: MemoryIndex, request: RecallRequest, *, lexical: bool
+    judge: Judge, index: MemoryIndex, request: RecallRequest, *, lexical: bool
 ) -> QueryContext:
-    """Judge the query context of ``request`` over an open index (``lexical``: its query
-    terms are postings, as in recall; grep has none).
+    """Judge the query context of ``request`` over an open, current index (``lexical``: its
+    query terms are postings, as in recall; grep has none).
 
     Raises:
         InvalidInput: ``invalid-policy``.
         IndexTampered: a kept answer or an anchor failed its check (rebuild and ask again).
+        NotKept: the judge keeps no answer (only :class:`KeptJudge`).
     """
-    policy = policy_at(repo, request.at_commit)
+    policy = judge.policy(request.at_commit)
     sel = selection(
         lifecycles=request.lifecycle,
         topics=request.topic,
@@ -160,21 +205,17 @@ def context_for(
         subject=request.subject,
     )
     fingerprint = index.state.fingerprint(policy.digest)
-    probe = store.RepoProbe(repo)
-    if probe.commit_state(request.at_commit) != "commit":
+    if not judge.is_commit(request.at_commit):
         return QueryContext(request, policy, sel, View(False, frozenset()), 0, fingerprint)
-    reach = reach_of(index, probe, request.at_commit)
+    reach = judge.reach(index, request.at_commit)
     last = index.last_anchor()
     unreached = ((1 << (last + 1)) - 2) & ~reach  # anchor IDs are 1..last
     excluded: tuple[tuple[int, str], ...] = ()
     only: tuple[tuple[int, str], ...] | None = None
     if unreached:
         missed = [(a.aid, a.commit) for a in index.anchors(_bits(unreached)) if a.n_desc]
-        reached_count = reach.bit_count()
-        if len(missed) > _MAX_LISTED and reached_count < len(missed):
-            only = tuple(
-                (a.aid, a.commit) for a in index.anchors(_bits(reach)) if a.n_desc
-            )
+        if len(missed) > _MAX_LISTED and reach.bit_count() < len(missed):
+            only = tuple((a.aid, a.commit) for a in index.anchors(_bits(reach)) if a.n_desc)
         else:
             excluded = tuple(missed)
     here = index.anchor_at(request.at_commit)
@@ -190,4 +231,4 @@ def context_for(
     return QueryContext(request, policy, sel, view, reach, fingerprint)
 
 
-__all__ = ["QueryContext", "context_for", "policy_at"]
+__all__ = ["Judge", "KeptJudge", "NotKept", "QueryContext", "context_for", "parsed_policy"]

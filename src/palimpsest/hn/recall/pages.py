@@ -1,10 +1,12 @@
-"""``recall`` and ``grep``: bounded, deterministic pages of verified memories (§16, §23).
+"""The answers of ``recall`` and ``grep`` over an open, current index: bounded, deterministic
+pages of verified memories (§16, §23), and the version-0 envelope.
 
-Both read the private index (brought up to date from the verified refs first), select the
-eligible rows — applicable at the query commit, evidence resolved, then the request's filters —
-order them (lifecycle rank, signed timestamp descending as a string, memory ID), and return one
-page bounded by record count and bytes.  Records are atomic: if any match exceeds the byte
-bound the call fails before a page is built.
+Both select the eligible rows — applicable at the query commit, evidence resolved, then the
+request's filters (:mod:`palimpsest.hn.recall.context` judges the context) — order them
+(lifecycle rank, signed timestamp descending as a string, memory ID), and return one page
+bounded by record count and bytes.  Records are atomic: if any match exceeds the byte bound
+the call fails before a page is built.  :mod:`palimpsest.hn.recall.run` opens the index and
+calls these.
 
 Output is the version-0 envelope with the constant warning outside author data; author prose
 stays under ``memories[].data``.  Human output neutralises control, bidi and invisible
@@ -18,14 +20,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import pygit2
+from typing import TYPE_CHECKING, Any
 
 from palimpsest.canonical import encode
-from palimpsest.errors import InvalidInput, Unavailable
-from palimpsest.hn.index import IndexTampered, MemoryIndex, guarded, open_index
-from palimpsest.hn.index.build import Progress
+from palimpsest.errors import InvalidInput
+from palimpsest.hn.index.core import MemoryIndex
 from palimpsest.hn.index.query import (
     Candidate,
     candidates,
@@ -37,8 +36,14 @@ from palimpsest.hn.index.query import (
     scan_fields,
     sum_search_units,
 )
-from palimpsest.hn.index.schema import COLUMN, recall_json, row_data, search_fields
-from palimpsest.hn.recall.context import QueryContext, context_for, policy_at
+from palimpsest.hn.index.schema import (
+    COLUMN,
+    IndexTampered,
+    recall_json,
+    row_data,
+    search_fields,
+)
+from palimpsest.hn.recall.context import Judge, QueryContext, context_for
 from palimpsest.hn.recall.request import (
     WARNING,
     GrepSpec,
@@ -47,8 +52,10 @@ from palimpsest.hn.recall.request import (
     encode_cursor,
     query_digest,
 )
-from palimpsest.search.regex import CompiledPattern, check_work, compile_pattern
 from palimpsest.text import safe_line, safe_text
+
+if TYPE_CHECKING:
+    from palimpsest.search.regex import CompiledPattern
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,50 +199,51 @@ def _page(
     return page, len(page) < len(rows)
 
 
-def _recall_once(
-    repo: pygit2.Repository,
-    request: RecallRequest,
-    *,
-    rebuild: bool,
-    progress: Progress | None,
-    explain: bool,
+def answer_recall(
+    index: MemoryIndex, judge: Judge, request: RecallRequest, *, explain: bool
 ) -> RecallResult:
-    policy_at(repo, request.at_commit)  # a bad policy (or query commit) fails before any build
-    with open_index(repo, rebuild=rebuild, progress=progress) as index:
-        context = context_for(repo, index, request, lexical=True)
-        digest = query_digest(request, context.source_fingerprint, context.policy.digest)
-        sel, view = context.selection, context.view
-        after = None
-        if request.cursor:
-            last = decode_cursor(request.cursor, digest)
-            after = position_after(index, sel, view, last)
-            if after is None:
-                raise _cursor_error("recall")
-        matched, largest = count_and_biggest(index, sel, view, "content_bytes")
-        if largest > request.max_content_bytes:
-            for cand in candidates(index, sel, view):
-                if cand.content_bytes > request.max_content_bytes:
-                    raise _too_big(cand.id, "content")
-        ids = page(index, sel, view, matched=matched, after=after, limit=request.max_records + 1)
-        fetched = rows_by_id(index, ids)
-        rows, truncated = _page(fetched, "content", request)
-        rows = _checked(index, context, rows)
-        if fetched and not rows:  # the first record alone exceeds the bound: stale totals
-            raise _too_big(fetched[0].id, "content")
-        cursor = encode_cursor(digest, rows[-1].id) if truncated and rows else ""
-        return RecallResult(
-            digest,
-            matched,
-            truncated,
-            cursor,
-            tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
-            _dependencies(rows),
-            left_out=_left_out(repo, index, request, matched) if explain else None,
-        )
+    """Answer a normalised recall request over an open, current index (§16); ``explain`` also
+    counts what the trust and lifecycle filters left out (for human output).
+
+    Raises:
+        InvalidInput: bad cursor, a record larger than the byte bound, an invalid policy.
+        IndexTampered: a row failed its integrity check (rebuild and answer again).
+        NotKept: ``judge`` keeps no answer for the query commit.
+    """
+    context = context_for(judge, index, request, lexical=True)
+    digest = query_digest(request, context.source_fingerprint, context.policy.digest)
+    sel, view = context.selection, context.view
+    after = None
+    if request.cursor:
+        last = decode_cursor(request.cursor, digest)
+        after = position_after(index, sel, view, last)
+        if after is None:
+            raise _cursor_error("recall")
+    matched, largest = count_and_biggest(index, sel, view, "content_bytes")
+    if largest > request.max_content_bytes:
+        for cand in candidates(index, sel, view):
+            if cand.content_bytes > request.max_content_bytes:
+                raise _too_big(cand.id, "content")
+    ids = page(index, sel, view, matched=matched, after=after, limit=request.max_records + 1)
+    fetched = rows_by_id(index, ids)
+    rows, truncated = _page(fetched, "content", request)
+    rows = _checked(index, context, rows)
+    if fetched and not rows:  # the first record alone exceeds the bound: stale totals
+        raise _too_big(fetched[0].id, "content")
+    cursor = encode_cursor(digest, rows[-1].id) if truncated and rows else ""
+    return RecallResult(
+        digest,
+        matched,
+        truncated,
+        cursor,
+        tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
+        _dependencies(rows),
+        left_out=_left_out(judge, index, request, matched) if explain else None,
+    )
 
 
 def _left_out(
-    repo: pygit2.Repository, index: MemoryIndex, request: RecallRequest, matched: int
+    judge: Judge, index: MemoryIndex, request: RecallRequest, matched: int
 ) -> LeftOut:
     """What the trust and lifecycle filters of ``request`` left out (counts only)."""
 
@@ -245,7 +253,7 @@ def _left_out(
             trust=() if trust else request.trust,
             lifecycle=() if lifecycle else request.lifecycle,
         )
-        context = context_for(repo, index, wider, lexical=True)
+        context = context_for(judge, index, wider, lexical=True)
         return count(index, context.selection, context.view)
 
     by_trust = matched_without(trust=True, lifecycle=False) - matched if request.trust else 0
@@ -258,45 +266,6 @@ def _left_out(
     return LeftOut(by_trust, by_life, both)
 
 
-def recall(
-    repo: pygit2.Repository,
-    request: RecallRequest,
-    *,
-    progress: Progress | None = None,
-    explain: bool = False,
-) -> RecallResult:
-    """Answer a normalised recall request (§16).
-
-    ``progress`` hears about a long index build; ``explain`` also counts what the trust and
-    lifecycle filters left out (:class:`LeftOut`, for human output).
-
-    Raises:
-        InvalidInput: bad cursor, a record larger than the byte bound, invalid policy or stream.
-        Unavailable: the index could not be made trustworthy.
-    """
-    try:
-        with guarded():
-            return _recall_once(
-                repo, request, rebuild=False, progress=progress, explain=explain
-            )
-    except _Tampered:
-        try:
-            with guarded():
-                return _recall_once(
-                    repo, request, rebuild=True, progress=progress, explain=explain
-                )
-        except _Tampered as exc:
-            raise _tamper_error() from exc
-
-
-def _tamper_error() -> Unavailable:
-    return Unavailable(
-        "memory index corrupt: a row failed its integrity check after a rebuild",
-        code="index-corrupt",
-        hint="delete .git/hn/memory and retry",
-    )
-
-
 def _field_matches(pattern: CompiledPattern, cand: Candidate) -> tuple[tuple[str, str], ...]:
     data = row_data(cand.values)
     return tuple(
@@ -306,90 +275,65 @@ def _field_matches(pattern: CompiledPattern, cand: Candidate) -> tuple[tuple[str
     )
 
 
-def _grep_once(
-    repo: pygit2.Repository,
-    request: RecallRequest,
-    pattern: CompiledPattern,
-    rebuild: bool,
-    progress: Progress | None,
+def answer_grep(
+    index: MemoryIndex, judge: Judge, request: RecallRequest, pattern: CompiledPattern
 ) -> RecallResult:
-    spec = GrepSpec(pattern.pattern.decode("utf-8"), pattern.ignore_case)
-    policy_at(repo, request.at_commit)  # a bad policy (or query commit) fails before any build
-    with open_index(repo, rebuild=rebuild, progress=progress) as index:
-        context = context_for(repo, index, request, lexical=False)
-        digest = query_digest(request, context.source_fingerprint, context.policy.digest, spec)
-        last = decode_cursor(request.cursor, digest, grep=True) if request.cursor else ""
-        sel, view = context.selection, context.view
-        check_work(pattern.instructions, sum_search_units(index, sel, view))
-        hits: list[tuple[str, int]] = []
-        for mid, data_bytes, fields in scan_fields(index, sel, view):
-            values = json.loads(fields)
-            if any(pattern.matches(value.encode("utf-8")) for value in values):
-                hits.append((mid, data_bytes))
-        for mid, data_bytes in hits:
-            if data_bytes > request.max_content_bytes:
-                raise _too_big(mid, "data")
-        start = 0
-        if last:
-            ids = [mid for mid, _ in hits]
-            if last not in ids:
-                raise _cursor_error("grep")
-            start = ids.index(last) + 1
-        page_ids: list[str] = []
-        used = 0
-        for mid, data_bytes in hits[start:]:
-            if (
-                len(page_ids) >= request.max_records
-                or used + data_bytes > request.max_content_bytes
-            ):
-                break
-            page_ids.append(mid)
-            used += data_bytes
-        truncated = start + len(page_ids) < len(hits)
-        rows = _checked(index, context, rows_by_id(index, page_ids))
-        matches = [_field_matches(pattern, cand) for cand in rows]
-        if len(rows) != len(page_ids) or not all(matches):
-            raise _Tampered("grep fields")  # the unverified surface disagreed with the row
-        cursor = encode_cursor(digest, rows[-1].id, grep=True) if truncated and rows else ""
-        return RecallResult(
-            digest,
-            len(hits),
-            truncated,
-            cursor,
-            tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
-            _dependencies(rows),
-            tuple(matches),
-        )
-
-
-def grep(
-    repo: pygit2.Repository,
-    request: RecallRequest,
-    raw_pattern: bytes,
-    *,
-    ignore_case: bool,
-    progress: Progress | None = None,
-) -> RecallResult:
-    """Explicit regex search over the verified selection (§23).
-
-    The pattern is checked completely (UTF-8, bytes, estimate, compiled size) before the index
-    is opened; the work limit is checked over the whole eligible selection before matching.
+    """Explicit regex search over the eligible selection of an open, current index (§23):
+    the work limit is checked over the whole selection before matching.
 
     Raises:
-        InvalidInput: a refused pattern, the work limit, a bad cursor or an oversized record.
+        InvalidInput: the work limit, a bad cursor or an oversized record.
+        IndexTampered: a row failed its integrity check (rebuild and answer again).
     """
-    if request.query:
-        raise InvalidInput("grep has no --query; use recall for lexical terms", code="usage")
-    pattern = compile_pattern(raw_pattern, ignore_case=ignore_case)
-    try:
-        with guarded():
-            return _grep_once(repo, request, pattern, False, progress)
-    except _Tampered:
-        try:
-            with guarded():
-                return _grep_once(repo, request, pattern, True, progress)
-        except _Tampered as exc:
-            raise _tamper_error() from exc
+    from palimpsest.search.regex import check_work  # noqa: PLC0415 - RE2 only for grep
+
+    spec = GrepSpec(pattern.pattern.decode("utf-8"), pattern.ignore_case)
+    context = context_for(judge, index, request, lexical=False)
+    digest = query_digest(request, context.source_fingerprint, context.policy.digest, spec)
+    last = decode_cursor(request.cursor, digest, grep=True) if request.cursor else ""
+    sel, view = context.selection, context.view
+    check_work(pattern.instructions, sum_search_units(index, sel, view))
+    hits: list[tuple[str, int]] = []
+    for mid, data_bytes, fields in scan_fields(index, sel, view):
+        values = json.loads(fields)
+        if any(pattern.matches(value.encode("utf-8")) for value in values):
+            hits.append((mid, data_bytes))
+    for mid, data_bytes in hits:
+        if data_bytes > request.max_content_bytes:
+            raise _too_big(mid, "data")
+    start = 0
+    if last:
+        ids = [mid for mid, _ in hits]
+        if last not in ids:
+            raise _cursor_error("grep")
+        start = ids.index(last) + 1
+    page_ids: list[str] = []
+    used = 0
+    for mid, data_bytes in hits[start:]:
+        if (
+            len(page_ids) >= request.max_records
+            or used + data_bytes > request.max_content_bytes
+        ):
+            break
+        page_ids.append(mid)
+        used += data_bytes
+    truncated = start + len(page_ids) < len(hits)
+    rows = _checked(index, context, rows_by_id(index, page_ids))
+    matches = [_field_matches(pattern, cand) for cand in rows]
+    if len(rows) != len(page_ids) or not all(matches):
+        raise _Tampered("grep fields")  # the unverified surface disagreed with the row
+    cursor = encode_cursor(digest, rows[-1].id, grep=True) if truncated and rows else ""
+    return RecallResult(
+        digest,
+        len(hits),
+        truncated,
+        cursor,
+        tuple(recall_json(c.values, context.trust(c.values)) for c in rows),
+        _dependencies(rows),
+        tuple(matches),
+    )
 
 
-__all__ = ["LeftOut", "RecallResult", "grep", "recall"]
+
+
+__all__ = ["LeftOut", "RecallResult", "answer_grep", "answer_recall"]

@@ -29,7 +29,8 @@ from palimpsest.hn.envelope import (
     signature_valid,
 )
 from palimpsest.hn.store.objects import ObjectReader
-from palimpsest.hn.store.refs import MemoryRef, list_memory_refs
+from palimpsest.hn.store.refs import MemoryRef
+from palimpsest.hn.store.repository import list_memory_refs
 from palimpsest.hn.store.sigpool import DeferredSignatures, worker_count
 
 _BLOB_MODE = 0o100644
