@@ -35,8 +35,9 @@ from palimpsest.hn.index import ROW_COLUMNS, open_index, row_values, verify_inde
 from palimpsest.hn.index import update as index_core
 from palimpsest.hn.index.write import NEUTRAL
 from palimpsest.hn.projection import project
-from palimpsest.hn.recall import recall
+from palimpsest.hn.recall import recall, recall_kept
 from palimpsest.hn.recall.request import RecallRequest, normalize_request
+from palimpsest.hn.store import gitfiles
 from palimpsest.identity import Identity, identity_from_seed
 from tests.hn.recall_helpers import commit_files, lifecycle, new_repo, policy_bytes, remember
 from tests.hn.recall_oracle import expected_recall
@@ -343,7 +344,7 @@ def test_long_random_walks_answer_like_a_projection_from_scratch(
     real = index_core._rebuild
     monkeypatch.setattr(index_core, "_rebuild",
                         lambda *a, **k: rebuilds.append(1) or real(*a, **k))  # fmt: skip
-    matched = 0
+    matched = warmed = 0
     for number in range(36):
         action = (rng.choice(ACTIONS), rng.randrange(3), rng.random() < 0.5,
                   rng.choice(KINDS), rng.randrange(41))  # fmt: skip
@@ -353,6 +354,15 @@ def test_long_random_walks_answer_like_a_projection_from_scratch(
                    rng.randrange(6), rng.randrange(1, 5))  # fmt: skip
             request = world.context(ask)
             expected = _expected(world.repo, request)
+            # The warm path first (it may judge a new commit from its loose objects), then Git.
+            try:
+                warm = recall_kept(gitfiles.locate(world.repo.workdir), request)  # type: ignore[arg-type]
+            except InvalidInput as exc:
+                assert expected[-1] == exc.message
+            else:
+                if warm is not None:
+                    warmed += 1
+                    assert warm.to_json() == expected[0], (number, ask, request)
             assert _answers(world.repo, request) == expected, (number, ask, request)
             matched += sum(isinstance(e, bytes) and b'"matched":0,' not in e for e in expected)
         if number % 6 == 5:
@@ -360,3 +370,4 @@ def test_long_random_walks_answer_like_a_projection_from_scratch(
             verify_index(world.repo)
     assert rebuilds == [1]
     assert matched >= 12  # the walk asked questions that have answers
+    assert warmed >= 12  # and the warm path answered many of them

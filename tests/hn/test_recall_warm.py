@@ -61,11 +61,12 @@ def test_warm_answers_equal_the_git_path_and_step_aside_when_needed(
     assert recall_kept(_git(repo), ask) is None
     recall(repo, ask)
     assert recall_kept(_git(repo), ask) is not None
-    # HEAD moves (and the policy with it): a new query commit.
+    # HEAD moves (and the policy with it): a new query commit, answered warm from its loose
+    # objects on top of what is kept for its parent.
     commit_files(repo, {".hn/policy.json": policy_bytes([alice.actor, bob.actor])}, "policy")
     moved = normalize_request(at_commit=head(repo), include_untrusted=True, lifecycle=["all"])
-    assert recall_kept(_git(repo), moved) is None
-    recall(repo, moved)
+    kept, git = _both(repo, moved)
+    assert kept == git
     steps = [
         moved,
         normalize_request(at_commit=head(repo), max_records=1, include_untrusted=True),
@@ -189,3 +190,30 @@ def test_what_the_file_reader_does_not_read_goes_to_libgit2(
     else:
         assert gitfiles.resolve(git, "main") is None  # any revision but HEAD or a full ID
         assert gitfiles.resolve(git, head(repo)) == head(repo)
+
+
+def test_a_new_commit_on_top_is_answered_warm_from_its_loose_objects(
+    tmp_path: Path, alice: Identity, bob: Identity
+) -> None:
+    repo = new_repo(tmp_path / "repo", trusted=[alice])
+    remember(repo, alice, "before the commit")
+    recall(repo, normalize_request(at_commit=head(repo)))  # HEAD is kept
+    steps: list[dict[str, bytes]] = [
+        {"code.txt": b"1"},  # the .hn tree did not change: its kept policy is reused
+        {".hn/policy.json": policy_bytes([alice.actor, bob.actor])},  # a new policy blob
+        {"more.txt": b"2"},
+    ]
+    for files in steps:
+        commit_files(repo, files, "on top")
+        request = normalize_request(at_commit=head(repo), include_untrusted=True)
+        warm = recall_kept(_git(repo), request)
+        assert warm is not None, files  # no libgit2 needed right after a commit
+        assert warm.to_json() == recall(repo, request).to_json()
+        remember(repo, bob, f"after {sorted(files)}")  # anchored at the new HEAD
+        recall(repo, normalize_request(at_commit=head(repo)))
+    # Two commits at once: the parent of the new HEAD was never asked about.
+    commit_files(repo, {"a": b"a"}, "one")
+    commit_files(repo, {"b": b"b"}, "two")
+    request = normalize_request(at_commit=head(repo))
+    assert recall_kept(_git(repo), request) is None
+    assert recall(repo, request).to_json() == recall_kept(_git(repo), request).to_json()  # type: ignore[union-attr]

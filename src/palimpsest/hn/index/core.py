@@ -238,31 +238,44 @@ class MemoryIndex:
                 "DELETE FROM reach WHERE stamp <= ?", (stamp - REACH_KEPT,)
             )
 
-    def kept_policy(self, commit: str) -> tuple[bool, bytes] | None:
-        """The kept ``.hn/policy.json`` of a query commit: ``(present, blob)``, or None.
+    def kept_policy(self, commit: str) -> tuple[str, bool, bytes] | None:
+        """The kept policy of a query commit: ``(.hn tree ID, present, blob)``, or None.
 
         Raises:
             IndexTampered: the kept row failed its check.
         """
+        return self._policy("commit_id", commit)
+
+    def policy_of_tree(self, tree_id: str) -> tuple[str, bool, bytes] | None:
+        """A kept policy read from the ``.hn`` tree ``tree_id`` (any commit), or None.
+
+        Raises:
+            IndexTampered: the kept row failed its check.
+        """
+        return self._policy("tree_id", tree_id) if tree_id else None
+
+    def _policy(self, column: str, value: str) -> tuple[str, bool, bytes] | None:
         row = self.conn.execute(
-            "SELECT present, blob, stamp, mac FROM policies WHERE commit_id = ?", (commit,)
+            "SELECT commit_id, tree_id, present, blob, stamp, mac FROM policies"  # noqa: S608
+            f" WHERE {column} = ? LIMIT 1",
+            (value,),
         ).fetchone()
         if row is None:
             return None
-        present, blob, stamp, mac = row
-        if not self.valid((commit, present, bytes(blob), stamp), str(mac)):
+        commit, tree_id, present, blob, stamp, mac = row
+        if not self.valid((commit, tree_id, present, bytes(blob), stamp), str(mac)):
             raise IndexTampered("policies")
-        return bool(present), bytes(blob)
+        return str(tree_id), bool(present), bytes(blob)
 
-    def keep_policy(self, commit: str, blob: bytes | None) -> None:
-        """Keep the policy blob of a query commit (None: the commit has none); the
-        :data:`REACH_KEPT` most recent are kept."""
+    def keep_policy(self, commit: str, tree_id: str, blob: bytes | None) -> None:
+        """Keep the policy blob of a query commit (None: it has none) and the ``.hn`` tree it
+        came from; the :data:`REACH_KEPT` most recent are kept."""
         with self.writing():
             top = self.conn.execute("SELECT coalesce(max(stamp), 0) FROM policies").fetchone()
             stamp = int(top[0]) + 1
-            values = (commit, int(blob is not None), blob or b"", stamp)
+            values = (commit, tree_id, int(blob is not None), blob or b"", stamp)
             self.conn.execute(
-                "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO policies VALUES (?, ?, ?, ?, ?, ?)",
                 (*values, mac_of(self.key, values)),
             )
             self.conn.execute("DELETE FROM policies WHERE stamp <= ?", (stamp - REACH_KEPT,))

@@ -115,10 +115,14 @@ SCHEMA = (
     # bitmap over anchor IDs up to ``upto``; a cache, checked by MAC and by the ancestry walk.
     "CREATE TABLE reach (commit_id TEXT PRIMARY KEY, upto INTEGER NOT NULL, bits BLOB NOT NULL,"
     " stamp INTEGER NOT NULL, mac TEXT NOT NULL) STRICT",
-    # The ``.hn/policy.json`` blob of recently asked query commits (``present`` 0: none there),
-    # so a recall at a commit asked before reads no Git object; MAC-signed.
-    "CREATE TABLE policies (commit_id TEXT PRIMARY KEY, present INTEGER NOT NULL,"
-    " blob BLOB NOT NULL, stamp INTEGER NOT NULL, mac TEXT NOT NULL) STRICT",
+    # The ``.hn/policy.json`` blob of recently asked query commits (``present`` 0: none there)
+    # and the ID of the ``.hn`` tree it came from ("" when there is none), so a recall at a
+    # commit asked before reads no Git object, and a new commit whose ``.hn`` tree did not
+    # change reuses the blob; MAC-signed.
+    "CREATE TABLE policies (commit_id TEXT PRIMARY KEY, tree_id TEXT NOT NULL,"
+    " present INTEGER NOT NULL, blob BLOB NOT NULL, stamp INTEGER NOT NULL,"
+    " mac TEXT NOT NULL) STRICT",
+    "CREATE INDEX policies_tree ON policies (tree_id)",
 )
 
 

@@ -95,7 +95,7 @@ class KeptJudge:
         kept = self._index.kept_policy(commit)
         if kept is None:
             raise NotKept(commit)
-        present, blob = kept
+        _tree, present, blob = kept
         return parsed_policy(commit, blob if present else None)
 
     def reach(self, index: MemoryIndex, commit: str) -> int:

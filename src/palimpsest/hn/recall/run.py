@@ -52,12 +52,12 @@ class GitJudge:
             InvalidInput: ``invalid-policy``, or the commit names another kind of object.
             KeyError: the commit is not in the repository.
         """
-        blob = store.policy_blob(self._repo, commit)
+        tree_id, blob = store.policy_at(self._repo, commit)
         context = parsed_policy(commit, blob)
         if self._index is not None:
             kept = self._index.kept_policy(commit)
-            if kept != (blob is not None, blob or b""):
-                self._index.keep_policy(commit, blob)
+            if kept != (tree_id, blob is not None, blob or b""):
+                self._index.keep_policy(commit, tree_id, blob)
         return context
 
     def reach(self, index: MemoryIndex, commit: str) -> int:

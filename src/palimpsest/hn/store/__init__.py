@@ -52,6 +52,9 @@ if TYPE_CHECKING:
         RepoProbe as RepoProbe,
     )
     from palimpsest.hn.store.probe import (
+        policy_at as policy_at,
+    )
+    from palimpsest.hn.store.probe import (
         policy_blob as policy_blob,
     )
     from palimpsest.hn.store.probe import (
@@ -139,6 +142,7 @@ _EXPORTS = {
     "malformed_ref": "refs",
     "open_repository": "repository",
     "parse_memory_ref": "refs",
+    "policy_at": "probe",
     "policy_blob": "probe",
     "remote_ref_name": "refs",
     "resolve_commit": "probe",
@@ -184,6 +188,7 @@ __all__ = [
     "malformed_ref",
     "open_repository",
     "parse_memory_ref",
+    "policy_at",
     "policy_blob",
     "remote_ref_name",
     "resolve_commit",

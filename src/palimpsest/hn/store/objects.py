@@ -17,8 +17,10 @@ import hashlib
 import os
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pygit2
+if TYPE_CHECKING:
+    import pygit2
 
 _TYPES = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}  # pygit2.enums.ObjectType values
 _CHUNK = 16384  # one read for nearly every memory object; larger ones loop
@@ -37,8 +39,63 @@ def _objects_dir(repo: pygit2.Repository) -> str | None:
     return str(objects) + "/" if objects.is_dir() else None
 
 
-class _Damaged(Exception):
+class Damaged(Exception):
     """A loose object file that does not hold the object its name says."""
+
+
+COMMIT, TREE, BLOB = 1, 2, 3
+
+
+def read_loose(directory: str, raw_id: bytes) -> tuple[int, bytes] | None:
+    """The type and content of a loose object under ``directory`` (``…/objects/``); None when
+    there is no such file.  Standard library only (no libgit2).
+
+    Raises:
+        Damaged: the file does not hold the object its name says.
+    """
+    hexid = raw_id.hex()
+    try:
+        fd = os.open(directory + hexid[:2] + "/" + hexid[2:], _FLAGS)
+    except OSError:
+        return None
+    try:
+        raw = os.read(fd, _CHUNK)
+        if len(raw) == _CHUNK:
+            rest = [raw]
+            while chunk := os.read(fd, 1 << 20):
+                rest.append(chunk)
+            raw = b"".join(rest)
+        data = zlib.decompress(raw)
+    except (OSError, zlib.error):
+        raise Damaged from None
+    finally:
+        os.close(fd)
+    nul = data.find(b"\0", 0, 32)
+    kind, _, size = data[:nul].partition(b" ")
+    code = _TYPES.get(kind)
+    if nul < 0 or code is None or size != str(len(data) - nul - 1).encode():
+        raise Damaged
+    if hashlib.sha1(data).digest() != raw_id:  # noqa: S324 - Git's object ID, not a MAC
+        raise Damaged
+    return code, data[nul + 1 :]
+
+
+def tree_entries(data: bytes) -> list[tuple[bytes, bytes, bytes]]:
+    """``(mode, name, binary ID)`` of each entry of a raw SHA-1 tree object.
+
+    Raises:
+        Damaged: the bytes are not a tree.
+    """
+    out = []
+    pos = 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        nul = data.find(b"\0", space + 1)
+        if space < 0 or nul < 0 or nul + 21 > len(data):
+            raise Damaged
+        out.append((data[pos:space], data[space + 1 : nul], data[nul + 1 : nul + 21]))
+        pos = nul + 21
+    return out
 
 
 class ObjectReader:
@@ -58,15 +115,19 @@ class ObjectReader:
         """
         if self._dir is not None:
             try:
-                found = self._loose(self._dir, raw_id)
-            except _Damaged:
+                found = read_loose(self._dir, raw_id)
+            except Damaged:
                 return self._packed(self._dir, raw_id)
             if found is not None:
                 return found
+        import pygit2  # noqa: PLC0415 - libgit2 only for what is not loose
+
         kind, data = self._odb_read(pygit2.Oid(raw_id))
         return int(kind), data
 
     def _packed(self, directory: str, raw_id: bytes) -> tuple[int, bytes]:
+        import pygit2  # noqa: PLC0415
+
         if self._packs is None:
             self._packs = pygit2.Odb()
             self._packs.add_backend(pygit2.OdbBackendPack(directory), 1)
@@ -76,38 +137,5 @@ class ObjectReader:
             raise pygit2.GitError(f"loose object {raw_id.hex()} is damaged") from exc
         return int(kind), data
 
-    @staticmethod
-    def _loose(directory: str, raw_id: bytes) -> tuple[int, bytes] | None:
-        """The object from its loose file; None when there is no such file.
 
-        Raises:
-            _Damaged: the file fails a check.
-        """
-        hexid = raw_id.hex()
-        try:
-            fd = os.open(directory + hexid[:2] + "/" + hexid[2:], _FLAGS)
-        except OSError:
-            return None
-        try:
-            raw = os.read(fd, _CHUNK)
-            if len(raw) == _CHUNK:
-                rest = [raw]
-                while chunk := os.read(fd, 1 << 20):
-                    rest.append(chunk)
-                raw = b"".join(rest)
-            data = zlib.decompress(raw)
-        except (OSError, zlib.error):
-            raise _Damaged from None
-        finally:
-            os.close(fd)
-        nul = data.find(b"\0", 0, 32)
-        kind, _, size = data[:nul].partition(b" ")
-        code = _TYPES.get(kind)
-        if nul < 0 or code is None or size != str(len(data) - nul - 1).encode():
-            raise _Damaged
-        if hashlib.sha1(data).digest() != raw_id:  # noqa: S324 - Git's object ID, not a MAC
-            raise _Damaged
-        return code, data[nul + 1 :]
-
-
-__all__ = ["ObjectReader"]
+__all__ = ["BLOB", "COMMIT", "TREE", "Damaged", "ObjectReader", "read_loose", "tree_entries"]

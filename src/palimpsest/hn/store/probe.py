@@ -105,20 +105,37 @@ def policy_blob(repo: pygit2.Repository, commit: str) -> bytes | None:
             names another kind of object.
         KeyError: ``commit`` is not in the repository.
     """
+    return policy_at(repo, commit)[1]
+
+
+def policy_at(repo: pygit2.Repository, commit: str) -> tuple[str, bytes | None]:
+    """The ID of the ``.hn`` tree in ``commit`` ("" when there is none) and the bytes of
+    ``.hn/policy.json`` there (None when absent).
+
+    Raises:
+        InvalidInput: as :func:`policy_blob`.
+        KeyError: ``commit`` is not in the repository.
+    """
     obj = repo[pygit2.Oid(hex=commit)]
     if obj.type != _OBJ_COMMIT:
         raise InvalidInput(
             f"query commit {commit} is not a commit", code="invalid-revision",
             hint="name a commit with --at (or atCommit)",
         )  # fmt: skip
+    tree = obj.tree
     try:
-        entry = obj.tree[POLICY_PATH]
+        hn = tree[POLICY_PATH.split("/", maxsplit=1)[0]]
     except KeyError:
-        return None
+        return "", None
+    tree_id = str(hn.id) if hn.type == _OBJ_TREE else ""
+    try:
+        entry = tree[POLICY_PATH]
+    except KeyError:
+        return tree_id, None
     if entry.type != _OBJ_BLOB:
         raise InvalidInput(".hn/policy.json is not a file", code="invalid-policy")
     data: bytes = repo.odb.read(entry.id)[1]
-    return data
+    return tree_id, data
 
 
 def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
@@ -137,4 +154,4 @@ def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
     return str(commit.id)
 
 
-__all__ = ["POLICY_PATH", "RepoProbe", "policy_blob", "resolve_commit"]
+__all__ = ["POLICY_PATH", "RepoProbe", "policy_at", "policy_blob", "resolve_commit"]
