@@ -366,8 +366,9 @@ def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
         click.echo(show_human(found, result), nl=False)
 
 
-# recall, grep and index live in their own module (issue 3); registered here, loaded lazily.
+# recall, grep and index, and the policy editor, live in modules of their own; registered here.
+from palimpsest.cli.policy_cmd import COMMANDS as _POLICY_COMMANDS  # noqa: E402
 from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402
 
-for _read_command in _READ_COMMANDS:
-    command.add_command(_read_command)
+for _extra_command in (*_READ_COMMANDS, *_POLICY_COMMANDS):
+    command.add_command(_extra_command)
