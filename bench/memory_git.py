@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.memories import MemoryService
-from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.wiring import open_flow
 
 
 def _ms(samples: list[float]) -> dict[str, float]:

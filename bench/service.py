@@ -16,7 +16,14 @@ over loopback HTTP with keep-alive connections:
   the client costs a few percent of what the server does (its CPU per write is reported);
   httpx clients in threads cost about as much CPU as the server and measured the client;
 - same-run baselines: the HTTP floor (``GET /v1/uhp``, authentication and routing only) and,
-  after the server stops, :meth:`MemoryService.remember` in-process on the same store.
+  after the server stops, :meth:`MemoryService.remember` in-process on the same store;
+- storage: bytes on disk per record for ``--storage-records`` records written one by one
+  through :meth:`MemoryService.remember` (each with its own ``Idempotency-Key``, as HTTP
+  writes carry one: changeset, ref move, body, projection, index, stored response — not the
+  bulk importer), beside the strongest simple baseline in the same run: one SQLite table of the
+  same texts with an external-content FTS5 index over it. Both are measured after a WAL
+  checkpoint, as the growth of the database file (page size 4096) over a store holding only
+  the memory; the ratio is the target (≤ 3×).
 
 Wall-clock rates depend on what else the machine runs, so the server's CPU time during the
 remember phase is read from ``/proc`` too (server CPU per write, all its threads).
@@ -32,6 +39,7 @@ import importlib.util
 import json
 import os
 import random
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -122,6 +130,72 @@ def _time_keyed(svc: MemoryService, caller: Any, mid: str, rng: random.Random,
     return n / (time.perf_counter() - t0), n / (time.thread_time() - c0)
 
 
+def _file_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _checkpointed(db_path: Path) -> int:
+    db = sqlite3.connect(db_path)
+    try:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        db.close()
+    return _file_bytes(db_path.parent)
+
+
+def storage_per_record(n: int, seed: int = 7) -> dict[str, Any]:
+    """Bytes per record through ``remember`` and for the bare table + FTS5 of the same texts."""
+    rng = random.Random(seed)
+    texts = [" ".join(INPROC.words(rng, 20)) for _ in range(n)]
+    with tempfile.TemporaryDirectory() as tmp:
+        data_dir = Path(tmp) / "data"
+        with MemoryService(data_dir) as svc:
+            made = svc.bootstrap_owner()
+            assert made is not None
+            caller = svc.caller(made[0].id)
+            mid = svc.create_memory(caller, {"name": "storage"})["id"]
+        empty = _checkpointed(data_dir / "palimpsest.db")
+        with MemoryService(data_dir) as svc:
+            caller = svc.caller(made[0].id)
+            for i, text in enumerate(texts):
+                svc.remember(caller, mid, {"content": text}, idempotency_key=f"store-{i}")
+        full = _checkpointed(data_dir / "palimpsest.db")
+        bare = {name: _bare_bytes(Path(tmp) / name, texts, content)
+                for name, content in (("external", True), ("copy", False))}
+    ours = (full - empty) / n
+    return {"records": n, "text_bytes_mean": round(sum(len(x) for x in texts) / n),
+            "bytes_per_record_remember": round(ours),
+            # the strongest simple baseline: the texts once, an external-content FTS5 over them
+            "bytes_per_record_bare_fts5": round(bare["external"]),
+            "ratio": round(ours / bare["external"], 2),
+            # the plainer one: a table of the texts and an FTS5 table with its own copy
+            "bytes_per_record_table_plus_fts5_copy": round(bare["copy"]),
+            "ratio_to_table_plus_fts5_copy": round(ours / bare["copy"], 2),
+            "target_ratio": 3}
+
+
+def _bare_bytes(folder: Path, texts: list[str], external: bool) -> float:
+    """Bytes per text of one SQLite table of the texts with an FTS5 index, one transaction per
+    text as remember commits each (``external``: FTS5 reads the table, no second copy)."""
+    folder.mkdir()
+    path = folder / "bare.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, text TEXT NOT NULL)")
+    options = ", content='t', content_rowid='id'" if external else ""
+    db.execute(f"CREATE VIRTUAL TABLE f USING fts5(text{options})")
+    db.commit()
+    db.close()
+    empty = _checkpointed(path)
+    db = sqlite3.connect(path)
+    for text in texts:
+        with db:
+            rowid = db.execute("INSERT INTO t (text) VALUES (?)", (text,)).lastrowid
+            db.execute("INSERT INTO f (rowid, text) VALUES (?, ?)", (rowid, text))
+    db.close()
+    return (_checkpointed(path) - empty) / len(texts)
+
+
 def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
     middle = statistics.median(r[key] for r in runs)
     return round(middle, digits) if digits else round(middle)
@@ -207,11 +281,18 @@ def main() -> None:
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3, help="remember runs (median kept)")
+    parser.add_argument("--storage-records", type=int, default=5000,
+                        help="records written through remember for the storage figure")
+    parser.add_argument("--storage-only", action="store_true",
+                        help="measure only bytes per record (no server)")
     args = parser.parse_args()
-    results = [run(int(s), args.queries, args.writes, args.clients, args.repeats)
-               for s in args.sizes.split(",")]
+    storage = storage_per_record(args.storage_records)
+    results = [] if args.storage_only else [
+        run(int(s), args.queries, args.writes, args.clients, args.repeats)
+        for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,
-                      "results": results}, indent=2))
+                      "storage": storage, "results": results,
+                      "load_average_1m": round(os.getloadavg()[0], 2)}, indent=2))
 
 
 if __name__ == "__main__":

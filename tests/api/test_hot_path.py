@@ -30,8 +30,8 @@ from click.testing import CliRunner
 from palimpsest.api.app import ApiConfig, create_app
 from palimpsest.cli.main import cli
 from palimpsest.service import MemoryService
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import SHARED_MAIN
 from tests.api.server import err, ok, provision, start
 
@@ -139,7 +139,8 @@ def _exchange(side: _Side, client: httpx.Client, case: tuple[str, str, dict[str,
         or side.memories[memory]
     response = client.post(f"/v1/memories/{mid}/records{suffix}", content=body,
                            headers={"Authorization": f"Bearer {side.tokens[who]}",
-                                    "Content-Type": "application/json", **headers})
+                                    "Content-Type": "application/json",
+                                    "X-Request-Id": "same-on-both-sides", **headers})
     raw_headers = [(k, v.replace(side.url.encode(), b"<server>"))
                    for k, v in response.headers.raw if k.lower() != b"date"]
     return response.status_code, raw_headers, response.content
@@ -214,10 +215,10 @@ def test_concurrent_writers_each_get_their_own_changeset(tmp_path: Path) -> None
         keys = []
         head = ref.head if ref else None
         while head:  # one changeset per write, in one linear chain
-            doc = store.changeset_doc(head)
-            assert doc is not None
-            keys.append(doc["idempotency_key"])
-            head = doc["parent_ids"][0] if doc["parent_ids"] else None
+            cs = store.changeset(head)
+            assert cs is not None
+            keys.append(cs.idempotency_key)
+            head = cs.parent_ids[0] if cs.parent_ids else None
         assert sorted(keys) == sorted(answers)
         for w in range(writers):  # each writer's writes in the order it made them
             mine = [k for k in reversed(keys) if k.startswith(f"w{w}-")]

@@ -13,7 +13,7 @@ import pytest
 
 from mcp import Client
 from palimpsest.mcp.server import Binding, build_server
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service.memorygit.wiring import open_flow
 
 from .world import World, build_world
 

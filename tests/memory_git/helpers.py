@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from palimpsest.errors import Forbidden, NotFound
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitservice import GitService
-from palimpsest.service.mergeauth import KeyRing
-from palimpsest.service.storage.gitstore import GitStore
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.repository import GitService
+from palimpsest.service.storage.memorygit import GitStore
 from palimpsest.service.storage.sqlite import SqliteStore
 
 KEY = b"k" * 32

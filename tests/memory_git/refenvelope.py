@@ -1,6 +1,6 @@
 """An independent memory-git-merge/v2 envelope builder, written from memory-git.md §11 only.
 
-It deliberately shares no code with ``palimpsest.service.mergeauth``: the HMAC input is
+It deliberately shares no code with ``palimpsest.service.memorygit.mergeauth``: the HMAC input is
 ``json.dumps`` of a dict with the fourteen keys in the reference's order, compact separators,
 ``ensure_ascii=False`` (Go's canonical.JSON with HTML escaping off), U+2028/U+2029 escaped.
 """

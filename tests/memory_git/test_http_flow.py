@@ -219,7 +219,7 @@ def test_envelope_refusals_then_independent_envelope_merges(world: dict[str, Any
     assert head_of(bob, p, "refs/shared/main") == good["expected_head"]
     merged = ok(bob.post(url, json=good))
     assert merged["ref"]["head_changeset_id"] == prop["head_changeset_id"]
-    lethe_err(bob.post(url, json=good), 409, "authorization_replay")
+    lethe_err(bob.post(url, json=good), 409, "authorization-replay")
 
 
 def test_stale_expected_head_is_refused(world: dict[str, Any]) -> None:
@@ -231,11 +231,11 @@ def test_stale_expected_head_is_refused(world: dict[str, Any]) -> None:
                 json=ok(bob.post(f"/api/memory/proposals/{other}/authorize", json={}))))
     assert other_prop["proposal_id"] == other
     refused = lethe_err(bob.post(f"/api/memory/{p}/refs/merge", json=body), 409)
-    assert refused["error"] in ("cas_mismatch", "merge-shape")
+    assert refused["error"] in ("cas-mismatch", "merge-shape")
     # A stale CAS on a plain commit: 409 naming both heads.
     alice = world["alice"]
     mine = f"refs/agents/{world['mids']['alice']}/main"
-    stale = lethe_err(commit(alice, p, mine, "st3", "late", "0" * 8), 409, "cas_mismatch")
+    stale = lethe_err(commit(alice, p, mine, "st3", "late", "0" * 8), 409, "cas-mismatch")
     assert "expected head" in stale["message"] and "current head" in stale["message"]
 
 
@@ -244,7 +244,7 @@ def test_idempotency_key_reused_for_another_request(world: dict[str, Any]) -> No
     mine = f"refs/agents/{world['mids']['alice']}/main"
     head = head_of(alice, p, mine)
     ok(commit(alice, p, mine, "idem", "original", head), 201)
-    lethe_err(commit(alice, p, mine, "idem", "changed", head), 409, "idempotency_mismatch")
+    lethe_err(commit(alice, p, mine, "idem", "changed", head), 409, "idempotency-mismatch")
 
 
 def test_writing_to_another_members_ref(world: dict[str, Any]) -> None:
@@ -302,7 +302,7 @@ def test_cli_flow_against_the_running_server(world: dict[str, Any]) -> None:
     shown = pal(world, "alice", "proposal", prop["proposal_id"])
     assert shown.returncode == 0 and "merged" in shown.stdout and "approve by" in shown.stdout
     refused = pal(world, "bob", "settings", p, "--review-required")
-    assert refused.returncode == 1 and "memory_forbidden" in refused.stderr
+    assert refused.returncode == 1 and "(forbidden)" in refused.stderr
     assert "review_required: false" in pal(world, "bob", "settings", p).stdout
 
 
@@ -316,7 +316,7 @@ def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) 
                        headers={"Idempotency-Key": "w0"})
     lethe_err(not_yet, 409, "review-not-required")
     lethe_err(bob.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}),
-              403, "memory_forbidden")
+              403, "forbidden")
     on = ok(alice.put(f"/api/memory/{reviewed}/settings", json={"review_required": True}))
     assert on["review_required"] is True and on["reviewed_types"] == ["agent"]
     pending = ok(bob.post(f"/api/memory/{reviewed}/records", json=write,
@@ -346,7 +346,7 @@ def test_reviewed_memory_takes_agent_writes_as_proposals(world: dict[str, Any]) 
                                                 "Keep receipts"}
     changed = bob.post(f"/api/memory/{reviewed}/records", json={**write, "content": "90 days"},
                        headers={"Idempotency-Key": "w1"})
-    lethe_err(changed, 409, "idempotency_mismatch")
+    lethe_err(changed, 409, "idempotency-mismatch")
 
 
 def test_one_history_uhp_writes_and_reviewed_merges(world: dict[str, Any]) -> None:
@@ -470,13 +470,13 @@ def test_two_reviewers_merge_at_once_over_http(world: dict[str, Any]) -> None:
     assert statuses == [200, 409], {w: r.text for w, r in answers.items()}
     loser = next(w for w, r in answers.items() if r.status_code == 409)
     body = answers[loser].json()
-    assert body["error"] == "cas_mismatch" and "re-read" in body["message"]
+    assert body["error"] == "cas-mismatch" and "re-read" in body["message"]
     advances = ok(alice.get(f"/api/memory/{mem}/changesets"))["changesets"]
     assert len(advances) == 2  # the root and the winner's changeset: nothing of the loser
     # The loser's nonce was not burnt, but its envelope is bound to the old head: a retry with
     # it is still refused (stale expected head), so the loser asks for a fresh authorization.
     retry = world[loser].post(f"/api/memory/{mem}/refs/merge", json=reqs[loser])
-    assert retry.status_code == 409 and retry.json()["error"] == "cas_mismatch"
+    assert retry.status_code == 409 and retry.json()["error"] == "cas-mismatch"
     fresh = ok(world[loser].post(f"/api/memory/proposals/{reqs[loser]['merge_proposal_id']}"
                                  "/authorize", json={}))
     assert fresh["strategy"] == "merge_commit"
@@ -505,7 +505,7 @@ def test_every_write_route_takes_an_idempotency_key(world: dict[str, Any]) -> No
     reviews = ok(bob.get(f"/api/memory/proposals/{prop['proposal_id']}"))["reviews"]
     assert [r["review_id"] for r in reviews] == [first["review_id"]]
     lethe_err(bob.post(url, json={"verdict": "reject"}, headers={"Idempotency-Key": "r1"}),
-              409, "idempotency_mismatch")
+              409, "idempotency-mismatch")
 
 
 def test_review_gate_does_not_reveal_unseen_memories(world: dict[str, Any]) -> None:

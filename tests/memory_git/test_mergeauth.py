@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from palimpsest.errors import Forbidden, InvalidInput
-from palimpsest.service import mergeauth
-from palimpsest.service.mergeauth import KeyRing, MergeRequest
+from palimpsest.service.memorygit import mergeauth
+from palimpsest.service.memorygit.mergeauth import KeyRing, MergeRequest
 from tests.memory_git import refenvelope as ref
 
 KEY_A = b"A" * 32

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from palimpsest.errors import InvalidInput
-from palimpsest.service import gitproject
-from palimpsest.service.gitproject import Projection
-from palimpsest.service.gitservice import GitService
+from palimpsest.service.memorygit import projection as gitproject
+from palimpsest.service.memorygit.projection import Projection
+from palimpsest.service.memorygit.repository import GitService
 from tests.memory_git.helpers import make_flow
 
 P = "hmem_prop"
@@ -65,10 +65,10 @@ def model_active(changesets: list[Any]) -> set[str]:
         for op in cs.ops:
             payload = op.payload or {}
             if op.op_type == "add_memory":
-                active.add(op.resulting_event_id)
+                active.add(op.result)
             elif op.op_type in ("correct_memory", "supersede_memory"):
-                active.discard(op.target_event_id)
-                active.add(op.resulting_event_id)
+                active.discard(op.target)
+                active.add(op.result)
             elif op.op_type == "mark_duplicate":
                 active.discard(payload["duplicate_id"])
     return active
@@ -110,12 +110,12 @@ def test_projection_equals_replay(steps: list[Any]) -> None:
                                               message="merge", key=f"merge{n}")
                 except InvalidInput:
                     continue
-                git.store.advance(P, REFS[item[1]], left, merge.changeset_id, git.now())
+                git.store.advance(P, REFS[item[1]], left, merge.id, git.now())
                 # Merge state: both parents' incremental states must agree with the union.
-                incremental[merge.changeset_id] = git.project_parents(P, (left, right))
+                incremental[merge.id] = git.project_parents(P, (left, right))
                 for parent in (left, right):
                     mine = incremental[parent].snapshot()["memories"]
-                    union = incremental[merge.changeset_id].snapshot()["memories"]
+                    union = incremental[merge.id].snapshot()["memories"]
                     assert set(mine) <= set(union)
         # From scratch: a second service over the same store has no cache at all.
         cold = GitService(git.store, access)

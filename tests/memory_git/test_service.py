@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
-from palimpsest.service.gitflow import ReviewFlow
+from palimpsest.service.memorygit.flow import ReviewFlow
 from tests.memory_git.helpers import GrantTable, add, commit_body, make_flow
 
 P = "hmem_proj"
@@ -238,7 +238,7 @@ def test_concurrent_merges_exactly_one_cas_wins(env: tuple[ReviewFlow, GrantTabl
     assert losses[0].code == "cas_mismatch" and "re-read" in (losses[0].hint or "")
     loser = next(req for _, req in reqs
                  if req["merge_proposal_id"] != wins[0]["proposal"]["proposal_id"])
-    from palimpsest.service import mergeauth
+    from palimpsest.service.memorygit import mergeauth
     nonce = mergeauth.decode_wire(loser["merge_authorization"])[0].nonce
     assert not flow.git.store.nonce_consumed(nonce)  # documented: the loser keeps its nonce
 
@@ -253,7 +253,7 @@ def test_unknown_project_and_missing_grant(env: tuple[ReviewFlow, GrantTable]) -
 
 
 def test_forged_cherry_pick_content_is_refused(env: tuple[ReviewFlow, GrantTable]) -> None:
-    from palimpsest.service import mergeauth
+    from palimpsest.service.memorygit import mergeauth
 
     flow, _ = env
     branch(flow, ALICE, "refs/agents/alice/main")
@@ -298,23 +298,31 @@ def test_unadvanced_commits_respect_ownership_and_selection_bounds(
 def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable]) -> None:
     from palimpsest import canonical
     from palimpsest.errors import Unavailable
-    from palimpsest.service.gitservice import GitService
+    from palimpsest.service.memorygit.repository import GitService
 
     flow, access = env
     branch(flow, ALICE, "refs/agents/alice/main")
     cid = commit(flow, ALICE, "refs/agents/alice/main", "c1", add("the truth"))
     db = flow.git.store.store.connection()
-    doc = flow.git.store.changeset_doc(cid)
-    assert doc is not None
-    doc["ops"][0]["payload"]["content"] = "a quiet rewrite"
+    found = flow.git.store.changeset(cid)
+    assert found is not None
+    # the payload, kept apart from the changeset, rewritten in place
     with flow.git.store.transaction():
-        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+        db.execute("UPDATE bodies SET data = replace(data, 'the truth', 'a lie!!!!') "
+                   "WHERE digest = ?", (found.ops[0].payload_digest,))
     cold = GitService(flow.git.store, access)  # no cache: reads storage
     with pytest.raises(Unavailable) as err:
         cold.get_changeset(ALICE, cid)
     assert err.value.code == "integrity_failure"
     with pytest.raises(Unavailable):
         cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
+    # and the changeset's own canonical document rewritten
+    doc = found.document()
+    doc["message"] = "a quiet rewrite"
+    with flow.git.store.transaction():
+        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+    with pytest.raises(Unavailable):
+        GitService(flow.git.store, access).get_changeset(ALICE, cid)
 
 
 def test_persist_and_retire_conflicts(env: tuple[ReviewFlow, GrantTable]) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.memories import MemoryService
-from palimpsest.service.mergeauth import KeyRing
+from palimpsest.service.memorygit.mergeauth import KeyRing
+from palimpsest.service.memorygit.wiring import open_flow
 
 
 def test_merge_projects_records_and_rebuild_reproduces_them(tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 from palimpsest.errors import Forbidden, InvalidInput, NotFound
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
-from palimpsest.service.recall import FENCE, SERVED_SIGNALS
+from palimpsest.service.ops.prime import FENCE
+from palimpsest.service.providers import SERVED_SIGNALS
 from tests.service.conftest import member
 
 

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from palimpsest.errors import InvalidInput, PalError
-from palimpsest.service import MemoryService, records
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.service import MemoryService
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import SHARED_MAIN, Caller
+from palimpsest.service.ops import records
 from tests.service.conftest import member
 
 
@@ -27,10 +28,10 @@ def _chain(svc: MemoryService, memory_id: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     head = ref.head if ref else None
     while head:
-        doc = store.changeset_doc(head)
-        assert doc is not None
-        out.append(doc)
-        head = doc["parent_ids"][0] if doc["parent_ids"] else None
+        cs = store.changeset(head)
+        assert cs is not None
+        out.append(cs.to_wire())
+        head = cs.parent_ids[0] if cs.parent_ids else None
     return out[::-1]
 
 

@@ -179,7 +179,7 @@ def test_candidates_carry_thread_and_time(svc: MemoryService, owner: Caller) -> 
                                "attributes": {"session_id": "s-1"},
                                "time": {"valid_from": "2026-05-01T10:00:00Z"}})
     svc.remember(owner, chat, {"content": "deploy checklist", "attributes": {"session_id": 7}})
-    hits = svc._store.search('"deploy"', [chat], ("active",), None, 10)
+    hits = svc._store.search(["deploy"], [chat], ("active",), None, 10)
     assert sorted((h.thread or "", h.when is not None) for h in hits) == [("", True),
                                                                           ("s-1", True)]
     assert {h.when for h in hits} >= {"2026-05-01T10:00:00.000000Z"}

@@ -16,7 +16,7 @@ import pytest
 
 from palimpsest.errors import Conflict, Unavailable
 from palimpsest.service import MemoryService, history
-from palimpsest.service.model import Caller, Op
+from palimpsest.service.model import Caller, Changeset, Op
 
 
 def snapshot(svc: MemoryService, caller: Caller, mid: str) -> object:
@@ -79,7 +79,7 @@ def test_changeset_ids_are_digests_and_refs_cas(svc: MemoryService, owner: Calle
     log = svc.list_changesets(owner, mid)["data"]
     assert len(log) == 2 and log[0]["parent_ids"] == [log[1]["changeset_id"]]
     for doc in log:
-        cs = history.from_wire(doc)
+        cs = Changeset.from_document(doc)
         assert history.verify(cs).id == doc["changeset_id"] == doc["integrity_digest"]
     refs = svc.list_refs(owner, mid)["data"]
     assert [(r["ref_name"], r["head_changeset_id"], r["protected"]) for r in refs] == [
@@ -154,7 +154,7 @@ def test_kill_9_loses_no_acknowledged_write_and_leaves_no_half(tmp_path: Path) -
         mid = header[2]
         for rid in acked:
             assert svc.get_record(caller, mid, rid)["id"] == rid
-        log_len = len(list(svc._store.changeset_docs(mid)))
+        log_len = len(list(svc._store.changesets(mid)))
         stored = svc._store.counts()
         # Every changeset is whole: one record per changeset, all digests verify.
         assert stored["records"] == log_len == stored["indexed"] >= len(acked)
@@ -166,25 +166,24 @@ def test_kill_9_loses_no_acknowledged_write_and_leaves_no_half(tmp_path: Path) -
         svc.close()
 
 
-def test_older_data_directory_is_upgraded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("schema", ["1", None])
+def test_a_store_of_another_schema_is_refused_with_the_command_that_converts_it(
+        tmp_path: Path, schema: str | None) -> None:
     db = sqlite3.connect(tmp_path / "palimpsest.db")
-    db.execute("CREATE TABLE records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
-               "memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, "
-               "status TEXT NOT NULL, written_at TEXT NOT NULL, body_digest TEXT NOT NULL, "
-               "standing INTEGER NOT NULL DEFAULT 0)")
+    db.execute("CREATE TABLE records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE)")
+    if schema is not None:
+        db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("INSERT INTO meta VALUES ('schema', ?)", (schema,))
     db.commit()
     db.close()
-    svc = MemoryService(tmp_path)
-    try:
-        made = svc.bootstrap_owner()
-        assert made is not None
-        me = svc.caller(made[0].id)
-        mid = svc.create_memory(me, {"name": "m"})["id"]
-        svc.remember(me, mid, {"type": "episode", "content": "after the upgrade",
-                               "attributes": {"session_id": "s"}})
-        assert svc.recall(me, mid, {"text": "upgrade"})["results"]
-    finally:
-        svc.close()
+    before = (tmp_path / "palimpsest.db").read_bytes()
+    with pytest.raises(Unavailable) as err:
+        MemoryService(tmp_path)
+    assert err.value.code == "memory_unavailable"
+    assert f"schema {schema or 'none'}" in err.value.message
+    assert err.value.hint is not None and "migrate" in err.value.hint
+    assert f"pal admin --data-dir {tmp_path} migrate" in err.value.hint
+    assert (tmp_path / "palimpsest.db").read_bytes() == before  # never misread, never changed
 
 
 def test_rebuild_reports_a_projection_changed_outside_the_service(svc: MemoryService,
@@ -194,7 +193,12 @@ def test_rebuild_reports_a_projection_changed_outside_the_service(svc: MemorySer
     assert svc.rebuild()["equal"] is True
     svc._store._db.execute("UPDATE records SET standing = 1")  # forged outside the service
     assert svc.prime(owner, mid, 1000)["records"]
-    assert svc.rebuild()["equal"] is False
+    report = svc.rebuild()
+    assert report["equal"] is False and report["written"] is False
+    assert report["differences"] and all(line.startswith("record ")
+                                         for line in report["differences"])
+    assert svc.prime(owner, mid, 1000)["records"]  # nothing written while not equal
+    assert svc.rebuild(repair=True)["written"] is True
     assert svc.prime(owner, mid, 1000)["records"] == []  # the history wins
 
 
@@ -211,3 +215,16 @@ def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryServic
     assert svc.list_changesets(owner, mid)["data"] == []
     assert svc.list_records(owner, mid)["data"] == []
     assert svc.remember(owner, mid, {"content": "after"})["version"] == 1
+
+
+def test_a_replay_answers_the_first_response_after_the_record_moved_on(
+        svc: MemoryService, owner: Caller) -> None:
+    mid = svc.create_memory(owner, {"name": "m"})["id"]
+    first = svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once")
+    svc.revise(owner, mid, first["id"], {"content": "v2 words"})
+    assert svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once") == first
+    svc.forget(owner, mid, first["id"])
+    assert svc.remember(owner, mid, {"content": "v1 words"}, idempotency_key="once") == first
+    # the stored answer is a reference into history, not a second copy of the words
+    row = svc._store._db.execute("SELECT response FROM idempotency WHERE key='once'").fetchone()
+    assert b"v1 words" not in bytes(row[0])

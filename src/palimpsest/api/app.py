@@ -25,15 +25,17 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from palimpsest.api import errors, memory_git, routes_memories, routes_ops, routes_records
+from palimpsest.api import apidocs, errors, memory_git, routes_memories, routes_ops, routes_records
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
-from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
+from palimpsest.api.mcp_mount import mount_mcp
+from palimpsest.api.runtime import UHP_VERSION, Runner, error_response, json_response
 from palimpsest.api.schemas import SCHEMAS
+from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
-from palimpsest.mcp.http import mount_mcp
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.ui import create_desk
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +51,8 @@ class ApiConfig:
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     """Build the ASGI app over ``svc``; the caller keeps ownership of ``svc`` (closes it)."""
     config = config or ApiConfig()
-    run = Runner()
+    observe = Observability()  # health, readiness, metrics, access log, tracing
+    run = Runner(on_group=observe.group_committed)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -71,6 +74,7 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
         # A credential seen before, with nothing about principals changed since, needs no
         # trip to the service thread (one read of the stored generation).
         cached = svc.cached_caller(token)
+        observe.credential_checked(cached=cached is not None)
         if cached is not None:
             return cached
         return await run.run(svc.authenticate, token)
@@ -81,38 +85,50 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     for module in (routes_memories, routes_records, routes_ops):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    # The review desk: cookie sessions instead of bearer headers (the guard's session_prefix),
+    # the same service, Memory Git flow and service thread as every route.
+    app.mount(config.guard.session_prefix, create_desk(svc, app.state.memory_git, run.run))
     mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
+    apidocs.install(app)  # /docs, rendering /openapi.json
+    observe.install(app, svc, run)  # last: its middleware wraps every other one
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 
 
 def _install_error_handlers(app: FastAPI) -> None:
-    async def pal_error(_: Request, exc: Exception) -> Response:
+    async def pal_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, PalError):
             raise exc
+        if errors.is_memory_git(request.url.path):
+            status, body = errors.lethe_error(exc)
+            return json_response(body, status)
         return error_response(errors.from_pal_error(exc))
 
-    async def validation_error(_: Request, exc: Exception) -> Response:
+    async def validation_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, RequestValidationError):
             raise exc
-        return error_response(_validation_error(exc))
+        return error_response(_validation_error(exc), request.url.path)
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         if not isinstance(exc, StarletteHTTPException):
             raise exc
+        path = request.url.path
         if exc.status_code == 404:
-            return error_response(errors.ApiError("x.pal.route_not_found", "no such route"))
+            return error_response(errors.ApiError("x.pal.route_not_found", "no such route"), path)
         if exc.status_code == 405:
             return error_response(
-                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method")
+                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method"),
+                path,
             )
         if exc.status_code == 413:
-            return error_response(errors.ApiError("x.pal.request_too_large", "request too large"))
-        return error_response(errors.ApiError("memory_invalid", "the request is malformed"))
+            return error_response(
+                errors.ApiError("x.pal.request_too_large", "request too large"), path
+            )
+        return error_response(errors.ApiError("memory_invalid", "the request is malformed"), path)
 
-    async def server_error(_: Request, exc: Exception) -> Response:
+    async def server_error(request: Request, exc: Exception) -> Response:
         # Never echo internals; the server log has the traceback.
-        return error_response(errors.ApiError("x.pal.internal", "internal error"))
+        return error_response(errors.ApiError("x.pal.internal", "internal error"), request.url.path)
 
     app.add_exception_handler(PalError, pal_error)
     app.add_exception_handler(RequestValidationError, validation_error)
@@ -151,7 +167,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
         description=(
             "UHP Memories (protocol 2026-10-04) over HTTP. Every route needs "
-            "'Authorization: Bearer <credential>'. Errors use the shared envelope."
+            "'Authorization: Bearer <credential>' except the operations routes (/healthz, "
+            "/readyz, /metrics), this document and its page /docs. Errors use the shared "
+            "envelope."
         ),
     )
     components = doc.setdefault("components", {})

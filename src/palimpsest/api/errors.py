@@ -7,6 +7,11 @@ this module only translates them. An error of a class without a chapter code fal
 class's chapter code (``NotFound`` → ``memory_not_found`` and so on), so an unknown memory and a
 forbidden one can never be told apart by their code.
 
+Memory Git's routes under ``/api/memory`` answer the reference's body instead,
+``{"error": "<code>", "message": "..."}`` (memory-git.md §6), every one of them — the guard's
+and the router's refusals included — with codes in one style (kebab-case, :func:`lethe_code`).
+:func:`for_path` picks the face by the request path, so each surface has one vocabulary.
+
 This module does not decide *whether* something is an error: that is the service's job.
 Messages are the service's own, which never echo author content.
 """
@@ -82,6 +87,14 @@ class ApiError:
         """The HTTP status for this code."""
         return CODES[self.code].status
 
+    def on(self, path: str) -> tuple[int, dict[str, Any]]:
+        """``(status, body)`` for a request to ``path``: Memory Git's face under
+        ``/api/memory`` (an invalid request is its 400), the shared envelope elsewhere."""
+        if not is_memory_git(path):
+            return self.status, self.body()
+        status = 400 if self.status == 422 else self.status
+        return status, {"error": lethe_code(self.code), "message": self.message}
+
     def body(self) -> dict[str, Any]:
         """The envelope: ``{"error": {type, code, message, param, detail}}``."""
         return {
@@ -112,6 +125,41 @@ def from_pal_error(exc: PalError) -> ApiError:
         param=param if isinstance(param, str) else None,
         detail=detail if isinstance(detail, dict | list | str) else None,
     )
+
+
+MEMORY_GIT_PREFIX = "/api/memory"
+# Codes whose kebab form would say less than a shorter name (the rest: drop the prefix).
+_LETHE_NAMES = {"memory_record_not_found": "record-not-found"}
+# Memory Git's statuses by error class (memory-git.md §6).
+_LETHE_STATUS: tuple[tuple[type[PalError], int], ...] = (
+    (InvalidInput, 400),
+    (Forbidden, 403),
+    (NotFound, 404),
+    (Conflict, 409),
+    (Unavailable, 503),
+)
+
+
+def is_memory_git(path: str) -> bool:
+    """Whether ``path`` is one of Memory Git's routes (their own error face)."""
+    return path == MEMORY_GIT_PREFIX or path.startswith(MEMORY_GIT_PREFIX + "/")
+
+
+def lethe_code(code: str) -> str:
+    """The one code style of ``/api/memory``: ``memory_not_found`` → ``not-found``,
+    ``cas_mismatch`` → ``cas-mismatch``, ``x.pal.route_not_found`` → ``route-not-found``."""
+    name = _LETHE_NAMES.get(code) or code.removeprefix("x.pal.").removeprefix("memory_")
+    return name.replace("_", "-").replace(".", "-")
+
+
+def lethe_error(exc: PalError) -> tuple[int, dict[str, Any]]:
+    """``(status, {"error", "message"})`` of a service error on a Memory Git route."""
+    if isinstance(exc, Forbidden) and exc.code == "invalid_credential":
+        status = 401
+    else:
+        status = next((s for cls, s in _LETHE_STATUS if isinstance(exc, cls)), 500)
+    message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
+    return status, {"error": lethe_code(exc.code), "message": message}
 
 
 def _code_for_class(exc: PalError) -> str:
@@ -145,4 +193,5 @@ def error_schema() -> dict[str, Any]:
     }
 
 
-__all__ = ["CODES", "ApiError", "Mapping", "error_schema", "from_pal_error"]
+__all__ = ["CODES", "MEMORY_GIT_PREFIX", "ApiError", "Mapping", "error_schema", "from_pal_error",
+           "is_memory_git", "lethe_code", "lethe_error"]

@@ -8,7 +8,9 @@ authorizations, §10–§11) are served beside them because this server plays bo
 
 Errors use Lethe's body, ``{"error": "<code>", "message": "<what to do>"}``, with Lethe's
 statuses (§6): 400 invalid, 403 protected/forbidden/bad signature, 404 absent, 409 CAS,
-idempotency, replay or conflict, 503 unavailable. A missing or bad credential is the guard's 401.
+idempotency, replay or conflict, 503 unavailable — and so do the guard's refusals (401, 413,
+415, 421) and the router's (404, 405) on these paths; codes are kebab-case (:mod:`api.errors`).
+An object reached by its id answers the same for "unknown" and "not yours to see".
 
 Every handler decodes the body strictly, calls one service method with the authenticated
 principal (``member:<id>``), and encodes the result. Nothing here decides a rule.
@@ -24,13 +26,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import Response
 
 from palimpsest import canonical
+from palimpsest.api import errors
 from palimpsest.api.guard import PRINCIPAL_KEY
 from palimpsest.api.params import IdempotencyKey
 from palimpsest.api.runtime import json_response
-from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, PalError, Unavailable
-from palimpsest.service.gitflow import ReviewFlow
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
+from palimpsest.errors import InvalidInput, PalError
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 
 _LETHE_ERROR: dict[str, Any] = {
     "description": "Lethe error body",
@@ -44,27 +47,16 @@ _LETHE_ERROR: dict[str, Any] = {
         }
     },
 }
-# 401 (guard) and 413/415/421/422 (guard, parameter validation) use the shared envelope.
-_SHARED_ERROR: dict[str, Any] = {
-    "description": "error envelope",
-    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-}
 router = APIRouter(
     prefix="/api/memory",
     tags=["memory-git"],
     responses={
-        **{status: _LETHE_ERROR for status in (400, 403, 404, 409, 503)},
-        **{status: _SHARED_ERROR for status in (401, 413, 415, 421, 422)},
+        # every refusal, the guard's and the router's included, in the one face (api.errors)
+        **{status: _LETHE_ERROR for status in (400, 401, 403, 404, 405, 409, 413, 415, 421,
+                                               503)},
     },
 )
 MAX_BODY = 1 << 20
-_STATUS: tuple[tuple[type[PalError], int], ...] = (
-    (InvalidInput, 400),
-    (Forbidden, 403),
-    (NotFound, 404),
-    (Conflict, 409),
-    (Unavailable, 503),
-)
 _OBJECT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
@@ -84,10 +76,9 @@ def install(app: FastAPI, svc: Any, *, flow: ReviewFlow | None = None) -> None:
 
 
 def lethe_error(exc: PalError) -> Response:
-    """Lethe's error body with Lethe's status for this error class."""
-    status = next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
-    message = f"{exc.message}; {exc.hint}" if exc.hint else exc.message
-    return json_response({"error": exc.code, "message": message}, status)
+    """Lethe's error body with Lethe's status for this error class (:mod:`api.errors`)."""
+    status, body = errors.lethe_error(exc)
+    return json_response(body, status)
 
 
 def _principal(request: Request) -> str:

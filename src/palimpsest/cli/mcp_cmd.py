@@ -17,8 +17,8 @@ import anyio
 import click
 
 from palimpsest.errors import InvalidInput, NotFound
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.memories import MemoryService
+from palimpsest.service.memorygit.wiring import open_flow
 
 MAX_SECRET_BYTES = 4096
 

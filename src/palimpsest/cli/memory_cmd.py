@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from palimpsest.cli import options
 from palimpsest.errors import Forbidden, InvalidInput
 
 if TYPE_CHECKING:
@@ -162,8 +163,9 @@ def _refuse_flags_with_input(o: dict[str, Any], allowed: tuple[str, ...] = ()) -
 
 
 @click.group(name="memory")
-@click.option(
+@options.shared(
     "--repo",
+    expose_value=True,
     default=".",
     type=click.Path(file_okay=False),
     help="Repository (default: the one containing the current directory).",

@@ -16,8 +16,8 @@ from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.mcp import render
 from palimpsest.mcp.tools import REMEMBER_TYPES, Offers
-from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
 
 MAX_REASON_CHARS = 500

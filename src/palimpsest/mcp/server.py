@@ -34,8 +34,8 @@ from palimpsest.errors import PalError
 from palimpsest.mcp import render
 from palimpsest.mcp.handlers import HANDLERS, ToolEnv, compute_offers
 from palimpsest.mcp.tools import Offers, ToolSpec, find, offered
-from palimpsest.service.gitflow import ReviewFlow
 from palimpsest.service.memories import MemoryService
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
 
 LOG = logging.getLogger("palimpsest.mcp")

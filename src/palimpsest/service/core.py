@@ -1,15 +1,15 @@
 """Shared machinery of the service operations: clock, ids, the caller's view of the tree,
 idempotent writes, committing changesets with their projection, and rendering records.
 
-:class:`Core` is the state the operation modules (``tree``, ``records``, ``extras``, ``admin``)
+:class:`Core` is the state the operation modules (:mod:`palimpsest.service.ops`, ``admin``)
 share; :class:`palimpsest.service.memories.MemoryService` is the public face over it.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import secrets
-import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -19,27 +19,29 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.errors import NotFound
 from palimpsest.search.fts import document_text
-from palimpsest.service import gitops, gitrecords, history, wire
+from palimpsest.service import history, wire
 from palimpsest.service.access import Tree, View
+from palimpsest.service.memorygit import ops as gitops
+from palimpsest.service.memorygit import records as gitrecords
 from palimpsest.service.model import (
     SHARED_MAIN,
     Caller,
     Changeset,
-    ContentPart,
-    FileRef,
+    Member,
     Memory,
     Op,
     Principal,
     RecordBody,
     RecordVersion,
     Ref,
-    Reference,
     Wire,
     forbidden,
+    invalid,
     not_found,
     unavailable,
 )
-from palimpsest.service.storage.sqlite import SqliteStore, load
+from palimpsest.service.storage.protocol import Store
+from palimpsest.service.storage.rows import RecordHead, StoredVersion
 
 Clock = Callable[[], int]
 
@@ -50,36 +52,50 @@ def mint(prefix: str) -> str:
     return f"{prefix}_{raw}"
 
 
-def body_from_stored(data: Any) -> RecordBody:
-    """A stored (already validated) body document back into a :class:`RecordBody`."""
-    parts: list[ContentPart] = []
-    for p in data["content"]:
-        if p["type"] == "text":
-            parts.append(ContentPart("text", text=p.get("text", ""), role=p.get("role")))
-        elif p["type"] == "file":
-            f = p["file"]
-            parts.append(ContentPart("file", text=p.get("text"),
-                                     file=FileRef(f["id"], f["name"], f["media_type"],
-                                                  f["bytes"], ""),
-                                     text_source=p.get("text_source"), role=p.get("role")))
-        else:
-            parts.append(ContentPart(p["type"], raw=p))
-    refs = tuple(Reference(r["rel"], r.get("memory_id"), r["record_id"])
-                 for r in data["references"])
-    return RecordBody(data["type"], data["title"], tuple(parts), data["attributes"], refs,
-                      data.get("valid_from"), data.get("valid_to"))
-
-
 def _thread(body: RecordBody | None) -> str | None:
     """The conversation a record belongs to (``attributes.session_id``), for ranking."""
     value = body.attributes.get("session_id") if body is not None else None
     return value[:200] if isinstance(value, str) else None
 
 
+def _head(row: RecordHead | None) -> history.Head | None:
+    return None if row is None else history.Head(row.id, row.memory_id, row.version, row.status,
+                                                 row.body_digest)
+
+
+class _Discard(Exception):
+    """Roll back a rebuild that must not write."""
+
+
+def _rows_digest(rows: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for key in sorted(rows):
+        h.update(f"{key}\x00{rows[key]}\x00".encode())
+    return h.hexdigest()
+
+
+def _differences(before: dict[str, str], after: dict[str, str], cap: int = 50) -> list[str]:
+    """What a rebuild found different, one line per projection row (stored vs history)."""
+    out: list[str] = []
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) == after.get(key):
+            continue
+        if key not in after:
+            out.append(f"{key}: stored, but the history does not make it")
+        elif key not in before:
+            out.append(f"{key}: made by the history, missing from the store")
+        else:
+            out.append(f"{key}: stored {before[key]} / history {after[key]}")
+        if len(out) == cap:
+            out.append("… more differences not listed")
+            break
+    return out
+
+
 class Core:
     """Store, clock and caches shared by every operation."""
 
-    def __init__(self, store: SqliteStore, clock: Clock | None) -> None:
+    def __init__(self, store: Store, clock: Clock | None) -> None:
         self.store = store
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._last_us = 0
@@ -179,13 +195,18 @@ class Core:
     def idempotent(self, caller: Caller, scope: str, operation: str, request: Any,  # noqa: PLR0917
                    key: str | None, apply: Callable[[str], Wire],
                    check: Callable[[], None] | None = None, *,
-                   check_replays: bool = True) -> Wire:
+                   check_replays: bool = True,
+                   keep: tuple[Callable[[Wire], Wire], Callable[[Wire], Wire]] | None = None
+                   ) -> Wire:
         """Run ``apply(key)`` once per (caller, scope, key) inside one write transaction.
 
         ``check`` (access) runs first, so a replay never bypasses authorisation. A replay with
         the same request returns the stored response; another request under the key fails.
         ``check_replays=False`` (deleting a memory) lets the same caller's replay find its
         first answer although the memory is gone; keys are per caller, so nobody else can.
+        ``keep = (stored, answered)``: what to keep instead of the response (a reference to
+        what history already holds: no second copy of a record) and how to make the same
+        answer from it again.
         """
         given = wire.idempotency_key(key)
         # Without a client key nothing can ever replay, so nothing is looked up or kept.
@@ -199,13 +220,14 @@ class Core:
             if prior is not None:
                 history.check_replay(prior[0], digest)
                 stored: Wire = prior[1]
-                return stored
+                return keep[1](stored) if keep is not None else stored
             try:
                 response = apply(key)
             finally:
                 self._sealed.clear()
             if given:
-                self.store.remember_response(principal, scope, key, digest, response,
+                self.store.remember_response(principal, scope, key, digest,
+                                             keep[0](response) if keep else response,
                                              self.now_ms())
             return response
 
@@ -215,11 +237,17 @@ class Core:
                expected_head: str | bool | None = False) -> Changeset:
         """Append one changeset to ``ref_name`` with CAS and apply its projection.
 
-        Must run inside :meth:`SqliteStore.write`. ``expected_head=False`` means "the head read
-        in this transaction" (a direct write); otherwise it is compared with the current head.
-        Only ``refs/shared/main`` projects into records and the search index.
+        Must run inside :meth:`Store.write`. ``expected_head=False`` means "the head read in
+        this transaction" (a direct write); otherwise it is compared with the current head.
+        The memory's writers are serialised for the transaction and the ref moves by
+        compare-and-swap in the store, so a concurrent writer (another process on a server
+        database) can never fork the ref. Only ``refs/shared/main`` projects into records and
+        the search index.
         """
+        if not ops:
+            raise invalid("a changeset needs at least one op")
         now = self.now_iso()
+        self.store.lock_memory(memory_id)
         ref = self.store.ref(memory_id, ref_name)
         current = ref.head if ref else None
         if expected_head is not False:
@@ -227,10 +255,10 @@ class Core:
                                current, ref_name)
         cs = history.make_changeset(memory_id, ref_name, (current,) if current else (),
                                     author.grant_form, message, key, ops, now)
-        self.store.insert_changeset(cs.id, memory_id, ref_name, cs.author, key, now,
-                                    cs.to_wire())
-        self.store.set_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
-                               author.grant_form, ref.created_at if ref else now, now))
+        self.store.insert_changeset(cs)
+        self.store.advance_ref(Ref(memory_id, ref_name, cs.id, ref_name.startswith("refs/shared/"),
+                                   author.grant_form, ref.created_at if ref else now, now),
+                               expected=current)
         if ref_name == SHARED_MAIN:
             for op in cs.ops:
                 self.apply(cs, op)
@@ -238,20 +266,22 @@ class Core:
 
     def apply(self, cs: Changeset, op: Op) -> None:
         """Project one op of an accepted changeset (records, versions, edges, index)."""
-        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same steps
-            gitrecords.apply(self, cs, op)
+        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same record ops
+            for step in gitrecords.steps(self, cs, op):
+                if step.body is not None:
+                    self.seal(step.body)
+                self.apply(cs, step.op)
             return
-        row = self.store.record_head(op.target or op.payload.get("record_id", ""))
-        head = None if row is None else history.Head(row["id"], row["memory_id"],
-                                                     row["version"], row["status"],
-                                                     row["body_digest"])
-        eff = history.effects(cs, op, head)
+        row = self.store.record_head(op.target or (op.payload or {}).get("record_id", ""))
+        if row is None and op.op_type in ("forget_record", "erase_record"):
+            return  # its record was made by an erased payload: nothing was projected
+        eff = history.effects(cs, op, _head(row))
         if isinstance(eff, history.NewVersion):
             body = self._sealed.pop(eff.body_digest, None)
             if body is None:
                 stored = self.store.body(eff.body_digest)
-                if stored is not None and history.body_matches(eff.body_digest, *stored):
-                    body = body_from_stored(load(stored[1]))
+                if stored is not None and history.body_matches(eff.body_digest, stored):
+                    body = RecordBody.from_bytes(stored)
                 # else: erased later in history, or damaged: indexed as nothing
             extra: dict[str, Any] = {}
             if eff.on_behalf_of is not None:
@@ -267,8 +297,8 @@ class Core:
                 standing=bool(body and body.attributes.get("standing") is True),
                 fts_text=document_text(body.text) if body else "",
                 edges=[(r.record_id, r.rel) for r in body.references] if body else (),
-                existing=row["n"] if row is not None else None,
-                was_forgotten=row is not None and row["status"] == "forgotten",
+                existing=row.n if row is not None else None,
+                was_forgotten=row is not None and row.status == "forgotten",
                 thread=_thread(body), when=(body.valid_from if body else None) or eff.written_at)
         elif isinstance(eff, history.Forgotten):
             if row is None:  # effects() refuses a forget without a head
@@ -278,80 +308,114 @@ class Core:
             for fid in self._file_ids(eff.record_id):
                 self.store.delete_file(fid)
             self.store.project_erase(eff.record_id)
-            self.store.forget_responses(cs.memory_id, eff.record_id)
+            self.store.forget_responses(eff.record_id)
 
-    def rebuild(self) -> Wire:
-        """Drop and re-derive every projection from the changesets reachable from each
-        memory's ``refs/shared/main``, verifying every digest (one transaction)."""
-        with self.store.write():
-            docs = list(self.store.changeset_docs())
-            parents = {d["changeset_id"]: d["parent_ids"] for d in docs}
-            reachable: set[str] = set()
-            for mid in dict.fromkeys(d["project_id"] for d in docs):
-                ref = self.store.ref(mid, SHARED_MAIN)
-                stack = [ref.head] if ref and ref.head else []
-                while stack:
-                    cid = stack.pop()
-                    if cid in reachable or cid not in parents:
-                        continue
-                    reachable.add(cid)
-                    stack.extend(parents[cid])
-            before = self.store.projection_fingerprint()
-            self.store.clear_projections()
-            verified = 0
-            for d in docs:
-                cs = history.verify(history.from_wire(d))
-                verified += 1
-                if cs.id in reachable:
-                    for op in cs.ops:
-                        self.apply(cs, op)
-            counts = self.store.counts()
-            after = self.store.projection_fingerprint()
-        return {"object": "memory.rebuild", "verified": verified, **counts,
-                "equal": after == before, "digest_before": before, "digest_after": after}
+    def rebuild(self, *, repair: bool = False) -> Wire:
+        """Re-derive every projection from the changesets reachable from each memory's
+        ``refs/shared/main``, verifying every digest, and compare with what is stored.
+
+        Nothing is written unless ``repair`` is set: an equal store needs nothing, and an
+        unequal one is reported (``differences`` names the rows) for an operator to look at
+        before ``repair`` replaces the stored projections with what the history says."""
+        report: Wire = {}
+        try:
+            with self.store.write():
+                every = list(self.store.changesets())  # append order: parents first
+                parents = {cs.id: cs.parent_ids for cs in every}
+                reachable: set[str] = set()
+                for mid in dict.fromkeys(cs.memory_id for cs in every):
+                    ref = self.store.ref(mid, SHARED_MAIN)
+                    stack = [ref.head] if ref and ref.head else []
+                    while stack:
+                        cid = stack.pop()
+                        if cid in reachable or cid not in parents:
+                            continue
+                        reachable.add(cid)
+                        stack.extend(parents[cid])
+                before = self.store.projection_rows()
+                self.store.clear_projections()
+                verified = 0
+                for cs in every:
+                    history.verify(cs)
+                    verified += 1
+                    if cs.id in reachable:
+                        for op in cs.ops:
+                            self.apply(cs, op)
+                after = self.store.projection_rows()
+                report = {"object": "memory.rebuild", "verified": verified,
+                          **self.store.counts(), "equal": after == before,
+                          "digest_before": _rows_digest(before),
+                          "digest_after": _rows_digest(after),
+                          "differences": _differences(before, after),
+                          "written": repair and after != before}
+                if not report["written"]:
+                    raise _Discard
+        except _Discard:
+            pass  # rolled back: the stored projections stay exactly as they were
+        finally:
+            self._sealed.clear()
+        return report
 
     def _file_ids(self, record_id: str) -> set[str]:
         out: set[str] = set()
         for row in self.store.versions(record_id):
-            if row["data"] is None:
+            if row.data is None:
                 continue
-            for p in load(row["data"])["content"]:
-                if p.get("type") == "file":
-                    out.add(p["file"]["id"])
+            for p in RecordBody.from_bytes(row.data).content:
+                if p.file is not None:
+                    out.add(p.file.id)
         return out
 
     def seal(self, body: RecordBody) -> str:
         """Store a record body apart from history; returns the digest its op names."""
-        digest, salt, data = history.seal_body(body)
-        self.store.put_body(digest, salt, data)
+        digest, data = history.seal_body(body)
+        self.store.put_body(digest, data)
         self._sealed[digest] = body  # the projection in this transaction needs no re-read
         return digest
 
+    # --- what the projection holds (gitrecords.Reader) -----------------------------------------
+    def head(self, record_id: str) -> history.Head | None:
+        """A record's current projected state."""
+        return _head(self.store.record_head(record_id))
+
+    def body(self, digest: str) -> RecordBody | None:
+        """A stored body that still matches its digest (``None``: erased or damaged)."""
+        sealed = self._sealed.get(digest)
+        if sealed is not None:
+            return sealed
+        data = self.store.body(digest)
+        if data is None or not history.body_matches(digest, data):
+            return None
+        return RecordBody.from_bytes(data)
+
+    def member(self, member_id: str) -> Member | None:
+        """A member (for ``written_by``)."""
+        return self.store.member(member_id)
+
     # --- rendering ------------------------------------------------------------------------
-    def version(self, row: sqlite3.Row, as_of: str | None = None) -> RecordVersion:
-        """A version row (joined with its body) as a :class:`RecordVersion`."""
-        if not isinstance(row["data"], bytes) or not isinstance(row["salt"], bytes) \
-                or not history.body_matches(row["body_digest"], row["salt"], row["data"]):
+    def version(self, row: StoredVersion, as_of: str | None = None) -> RecordVersion:
+        """A stored version (with its body) as a :class:`RecordVersion`."""
+        if row.data is None or not history.body_matches(row.body_digest, row.data):
             raise unavailable("a record body is missing or fails its digest; run "
                               "pal admin rebuild or restore from a backup")
-        body = body_from_stored(load(row["data"]))
+        body = RecordBody.from_bytes(row.data)
         if as_of is not None:
-            status = "forgotten" if row["forgotten_at"] and row["forgotten_at"] <= as_of \
+            status = "forgotten" if row.forgotten_at and row.forgotten_at <= as_of \
                 else "active"
-        elif row["invalidated_at"]:
+        elif row.invalidated_at:
             status = "superseded"
-        elif row["forgotten_at"]:
+        elif row.forgotten_at:
             status = "forgotten"
         else:
             status = "active"
-        wb = load(row["written_by"])
-        extra = load(row["extra"])
-        v = int(row["version"])
+        wb = row.written_by
+        extra = row.extra
+        v = row.version
         return RecordVersion(
-            id=row["record_id"], memory_id=row["memory_id"], version=v, status=status,
-            supersedes=v - 1 if v > 1 else None, body=body, written_at=row["written_at"],
-            invalidated_at=row["invalidated_at"] or row["forgotten_at"],
-            written_by=history.principal_of(wb), changeset_id=row["changeset_id"],
+            id=row.record_id, memory_id=row.memory_id, version=v, status=status,
+            supersedes=v - 1 if v > 1 else None, body=body, written_at=row.written_at,
+            invalidated_at=row.invalidated_at or row.forgotten_at,
+            written_by=history.principal_of(wb), changeset_id=row.changeset_id,
             on_behalf_of=history.principal_of(extra["on_behalf_of"])
             if "on_behalf_of" in extra else None,
             consolidation_id=extra.get("consolidation_id"))
@@ -371,4 +435,4 @@ class Core:
         return rec.to_wire(refs)
 
 
-__all__ = ["Clock", "Core", "body_from_stored", "mint"]
+__all__ = ["Clock", "Core", "mint"]

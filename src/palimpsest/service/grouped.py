@@ -26,9 +26,9 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from palimpsest.errors import PalError
-from palimpsest.service import records
 from palimpsest.service.core import Core
 from palimpsest.service.model import Caller, Wire
+from palimpsest.service.ops import records
 
 
 class RememberCall(NamedTuple):

@@ -11,24 +11,28 @@ Records, versions and the search index are *projections* of the changesets reach
 ``refs/shared/main``: :func:`effects` turns one op into the projection steps storage applies, in
 the same transaction as the changeset, and ``rebuild`` replays them from scratch.
 
-Record bodies (what a client states) are not inside the changeset: an op names the salted
-digest of its body, stored apart, so ``erase`` can remove the bytes while history stays intact
-and verifiable. The salt keeps a digest from confirming a guess of erased content.
+What a client states is not inside the changeset's canonical bytes: a UHP op names the digest
+of its record body and a Memory Git op the digest of its payload; both are stored apart, once,
+content-addressed (SHA-256 of the canonical JSON, nothing else), so ``erase`` can remove the
+bytes while history stays intact and verifiable. Nothing here draws on a clock, a salt or a
+random id, so a projection re-derived from the same changesets is the same, byte for byte.
+(A digest of erased content could confirm a guess of it; the history is readable only by the
+memory's readers, who could read the content before it was erased.)
 """
 
 from __future__ import annotations
 
 import hashlib
-import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service import gitops
+from palimpsest.service.memorygit import ops as gitops
 from palimpsest.service.model import (
     CAS_MISMATCH,
+    CHANGESET_EXTRA,
     IDEMPOTENCY_MISMATCH,
     INTEGRITY,
     SCHEMA_VERSION,
@@ -37,6 +41,7 @@ from palimpsest.service.model import (
     Principal,
     RecordBody,
     invalid,
+    payload_bytes,
 )
 
 WRITER_KEYS: Final = ("written_at", "written_by", "on_behalf_of", "consolidation_id")
@@ -57,18 +62,21 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode(value)).hexdigest()
 
 
-# Optional changeset fields of Memory Git requests (memory-git.md §3), digested when present.
-EXTRA_KEYS: Final = ("persona_id", "actor_id", "surface", "model", "environment", "session_id",
-                     "topic_id", "context_manifest_id", "evidence", "verification")
+def kept_apart(op: Op) -> Op:
+    """A Memory Git op with its payload digest set (its payload is client content)."""
+    if op.op_type in gitops.OP_TYPES and op.payload_digest is None:
+        data = payload_bytes(op.payload or {})
+        return replace(op, payload_digest=hashlib.sha256(data).hexdigest())
+    return op
 
 
 def validate_op(op: Op) -> None:
     """Closed-key and shape check of one op; raises memory_invalid by name."""
     if op.op_type in gitops.OP_TYPES:  # the eight Memory Git ops: one registry, in gitops
-        gitops.check_stored_op(op.op_type, op.target, op.result, op.payload)
+        gitops.check_stored_op(op.op_type, op.target, op.result, op.payload or {})
         return
     allowed = OP_KEYS.get(op.op_type)
-    if allowed is None:
+    if allowed is None or op.payload is None:
         raise invalid(f"unknown op_type {op.op_type!r}")
     for key in op.payload:
         if key not in allowed:
@@ -91,56 +99,54 @@ def validate_op(op: Op) -> None:
 def content_of(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
                message: str, idempotency_key: str, ops: Sequence[Op],
                extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The digested content of a changeset (keys sorted, as Go marshals a map); the optional
-    Memory Git fields (:data:`EXTRA_KEYS`) count only when set, so older ids stay valid."""
+    """The digested content of a changeset (keys sorted, as Go marshals a map): its canonical
+    bytes are ``canonical.encode`` of this, and its id their SHA-256. Ops appear in their
+    canonical form (payloads kept apart by digest); the optional Memory Git fields
+    (:data:`CHANGESET_EXTRA`) count only when set. ``changeset_id`` and ``created_at`` are
+    not covered (memory-git.md §6)."""
     out = {
         "author_principal": author,
         "idempotency_key": idempotency_key,
         "message": message,
-        "ops": [op.to_wire(i) for i, op in enumerate(ops)],
+        "ops": [op.canonical(i) for i, op in enumerate(ops)],
         "parent_ids": list(parent_ids),
         "project_id": memory_id,
         "ref_name": ref_name,
         "schema_version": SCHEMA_VERSION,
     }
-    out.update({k: v for k, v in (extra or {}).items() if k in EXTRA_KEYS and v})
+    out.update({k: v for k, v in (extra or {}).items() if k in CHANGESET_EXTRA and v})
     return dict(sorted(out.items()))
 
 
 def make_changeset(memory_id: str, ref_name: str, parent_ids: Sequence[str], author: str,  # noqa: PLR0917
                    message: str, idempotency_key: str, ops: Sequence[Op],
-                   created_at: str) -> Changeset:
-    """Validate ops and build the changeset whose id is its integrity digest."""
-    if not ops:
-        raise invalid("a changeset needs at least one op")
+                   created_at: str, extra: Mapping[str, Any] | None = None) -> Changeset:
+    """Validate ops and build the changeset whose id is its integrity digest (the one way
+    every changeset is made, UHP writes and Memory Git commits alike)."""
     if len(ops) > MAX_OPS:
         raise invalid(f"a changeset holds at most {MAX_OPS} ops")
     for op in ops:
         validate_op(op)
+    sealed = tuple(kept_apart(op) for op in ops)
+    kept = {k: v for k, v in (extra or {}).items() if k in CHANGESET_EXTRA and v}
     cid = digest(content_of(memory_id, ref_name, parent_ids, author, message, idempotency_key,
-                            ops))
+                            sealed, kept))
     return Changeset(cid, memory_id, ref_name, tuple(parent_ids), author, message, created_at,
-                     idempotency_key, tuple(ops))
+                     idempotency_key, sealed, kept)
 
 
 def verify(cs: Changeset) -> Changeset:
-    """Recompute the digest; a stored changeset that does not match is refused."""
+    """Recompute the digest (and each payload kept apart against its own digest); a stored
+    changeset that does not match is refused. An erased payload verifies by its digest."""
     expect = digest(content_of(cs.memory_id, cs.ref_name, cs.parent_ids, cs.author, cs.message,
                                cs.idempotency_key, cs.ops, cs.extra))
-    if expect != cs.id:
+    damaged = any(op.payload_digest is not None and op.payload is not None
+                  and hashlib.sha256(payload_bytes(op.payload)).hexdigest() != op.payload_digest
+                  for op in cs.ops)
+    if expect != cs.id or damaged:
         raise Unavailable(f"changeset {cs.id[:12]} fails its integrity digest", code=INTEGRITY,
                           hint="restore the database from a backup")
     return cs
-
-
-def from_wire(data: Mapping[str, Any]) -> Changeset:
-    """A stored changeset document back into a :class:`Changeset` (then :func:`verify`)."""
-    ops = tuple(Op(o["op_type"], o.get("target_event_id"), o.get("payload", {}),
-                   o.get("resulting_event_id")) for o in data["ops"])
-    extra = {k: data[k] for k in EXTRA_KEYS if data.get(k)}
-    return Changeset(data["changeset_id"], data["project_id"], data["ref_name"],
-                     tuple(data["parent_ids"]), data["author_principal"], data["message"],
-                     data["created_at"], data["idempotency_key"], ops, extra)
 
 
 def check_head(expected: str | None, current: str | None, ref_name: str) -> None:
@@ -164,16 +170,15 @@ def check_replay(stored_digest: str | None, new_digest: str) -> None:
 
 
 # --- record bodies -----------------------------------------------------------------------------
-def seal_body(body: RecordBody) -> tuple[str, bytes, bytes]:
-    """Salt and digest a record body: ``(digest, salt, canonical body bytes)``."""
-    salt = secrets.token_bytes(16)
+def seal_body(body: RecordBody) -> tuple[str, bytes]:
+    """A record body's content address and canonical bytes: ``(sha256 hex, bytes)``."""
     data = canonical.encode(body.to_wire())
-    return hashlib.sha256(salt + data).hexdigest(), salt, data
+    return hashlib.sha256(data).hexdigest(), data
 
 
-def body_matches(digest_hex: str, salt: bytes, data: bytes) -> bool:
-    """A stored body still hashes to the digest its op names."""
-    return hashlib.sha256(salt + data).hexdigest() == digest_hex
+def body_matches(digest_hex: str, data: bytes) -> bool:
+    """Stored bytes still hash to the digest an op names."""
+    return hashlib.sha256(data).hexdigest() == digest_hex
 
 
 # --- projection --------------------------------------------------------------------------------
@@ -232,7 +237,7 @@ def effects(cs: Changeset, op: Op, head: Head | None) -> Effect:
     Raises memory_invalid when the op targets a record that the projection does not hold, or
     adds one that already exists.
     """
-    p = op.payload
+    p = op.payload or {}
     if op.op_type == "add_record":
         if head is not None:
             raise invalid("add_record: the record already exists")

@@ -33,11 +33,15 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import extras, gitlog, grouped, providers, records, tree
+from palimpsest.service import grouped, providers, sessions
 from palimpsest.service.core import Core
-from palimpsest.service.gitreview import ReviewedWrites
-from palimpsest.service.gitsetup import open_flow
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit import dossier
+from palimpsest.service.memorygit import log as gitlog
+from palimpsest.service.memorygit import records as gitrecords
+from palimpsest.service.memorygit.flow import ReviewFlow
+from palimpsest.service.memorygit.reviewed import ReviewedWrites
+from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -45,8 +49,21 @@ from palimpsest.service.model import (
     FileBytes,
     Group,
     Member,
+    Session,
     Wire,
     unsupported,
+)
+from palimpsest.service.ops import (
+    consolidation,
+    graph,
+    harness,
+    observe,
+    prime,
+    queries,
+    recall,
+    records,
+    snapshots,
+    tree,
 )
 from palimpsest.service.storage.sqlite import SqliteStore
 
@@ -144,6 +161,24 @@ class MemoryService:
         :meth:`authenticate`". Never waits on the store lock: an event loop may call it."""
         return admin_mod.cached_caller(self._core, secret)
 
+    # --- review-desk sessions (service/sessions.py: in the store, shared by every process) -----
+    def open_session(self, secret: str, *, idle_seconds: float,
+                     max_seconds: float) -> tuple[str, Session, Caller]:
+        """Sign a person in with a credential → ``(session id for the cookie, session,
+        caller)``; only the id's hash is stored. Raises Forbidden(invalid_credential)."""
+        return sessions.open_session(self._core, secret, idle_ms=int(idle_seconds * 1000),
+                                     max_ms=int(max_seconds * 1000))
+
+    def resume_session(self, session_id: str | None, *,
+                       idle_seconds: float) -> tuple[Session, Caller] | None:
+        """The live session of a cookie value and its caller (its idle deadline moved on), or
+        ``None``: unknown, ended, or its credential revoked (then it is forgotten)."""
+        return sessions.resume(self._core, session_id, idle_ms=int(idle_seconds * 1000))
+
+    def close_session(self, session_id: str | None) -> None:
+        """Sign out: forget the session in every process."""
+        sessions.close(self._core, session_id)
+
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
         return self._core.caller_for(member_id)
@@ -160,13 +195,14 @@ class MemoryService:
 
         return self._store, project
 
-    def rebuild(self) -> Wire:
+    def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
-        verifying each changeset's integrity digest. Serves ``pal admin rebuild``; returns
-        ``{object, verified, changesets, records, versions, indexed, equal, digest_before,
-        digest_after}`` — ``equal`` is false when the stored projections had been changed
-        outside the service (the rebuild then restores what the history says)."""
-        return self._core.rebuild()
+        verifying each changeset's integrity digest, and compare. Serves ``pal admin
+        rebuild``; returns ``{object, verified, changesets, records, versions, indexed, equal,
+        digest_before, digest_after, differences, written}``. ``equal`` is false when the
+        stored projections differ from what the history makes (changed outside the service);
+        ``differences`` then names the rows. Nothing is written unless ``repair`` is set."""
+        return self._core.rebuild(repair=repair)
 
     # --- discovery and providers --------------------------------------------------------------
     def providers(self, caller: Caller) -> Wire:
@@ -175,7 +211,7 @@ class MemoryService:
 
     def types(self, caller: Caller) -> Wire:
         """``GET /v1/memories/types`` → core and server types."""
-        return extras.types_list()
+        return providers.types_list()
 
     # --- memories (the tree) ------------------------------------------------------------------
     def create_memory(self, caller: Caller, body: Wire, *,
@@ -224,6 +260,12 @@ class MemoryService:
         """``GET /v1/memories/{id}/grants`` → grants on the node and inherited ones (each naming
         its node, ``inherited``), as far up as the cutoff. Needs read."""
         return tree.list_grants(self._core, caller, memory_id)
+
+    def grant_holders(self, caller: Caller, memory_id: str) -> Wire:
+        """:meth:`list_grants` for a holder of ``delete`` here, each grant with ``holder:
+        {name, type?}`` (member or group, ``null`` if gone). Raises memory_forbidden
+        without delete, memory_not_found."""
+        return tree.grant_holders(self._core, caller, memory_id)
 
     def put_grant(self, caller: Caller, memory_id: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
@@ -331,11 +373,11 @@ class MemoryService:
         → ``{object:"list", data:[episode records], job:{object:"memory.job", id, status}}``.
         The built-in provider keeps episodes at once, so ``job.status`` is ``completed`` and
         the API answers 200 (202 only when a job is still pending)."""
-        return extras.observe(self._core, caller, memory_id, body, idempotency_key)
+        return observe.observe(self._core, caller, memory_id, body, idempotency_key)
 
     def get_job(self, caller: Caller, memory_id: str, job_id: str) -> Wire:
         """``GET /v1/memories/{id}/jobs/{job}`` (read) → the job with its records."""
-        return extras.get_job(self._core, caller, memory_id, job_id)
+        return observe.get_job(self._core, caller, memory_id, job_id)
 
     # --- recall, graph, prime -----------------------------------------------------------------
     def recall(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
@@ -347,41 +389,99 @@ class MemoryService:
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
-            answer = records.recall(self._core, caller, memory_id, body)
+            answer = recall.recall(self._core, caller, memory_id, body)
             if flag is True:
                 words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
                 answer["x.pal.pending"] = self._review_gate().pending(
                     f"member:{caller.member.id}", memory_id, words,
                     int(body.get("limit") or 8))
             return answer
-        return records.recall(self._core, caller, memory_id, body)
+        return recall.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
-        return extras.graph(self._core, caller, memory_id, body)
+        return graph.graph(self._core, caller, memory_id, body)
 
     def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
         (active, ``attributes.standing`` true) within ``budget`` tokens."""
-        return extras.prime(self._core, caller, memory_id, budget)
+        return prime.prime(self._core, caller, memory_id, budget)
+
+    def prime_preview(self, caller: Caller, memory_id: str, budget: int,
+                      proposal_id: str) -> Wire:
+        """The prime now and as it would be if an open proposal of this memory were merged
+        into ``refs/shared/main`` (computed, nothing written) → ``{object:
+        "memory.prime_preview", memory_id, budget, now, after}``. Raises memory_not_found,
+        proposal-not-found (unknown, unseen or another memory's), proposal-closed."""
+        self.get_memory(caller, memory_id)  # an unseen memory answers as for every route
+        _, pending = dossier.pending(self._flow(), _principal(caller), proposal_id, memory_id)
+        return prime.preview(self._core, caller, memory_id, budget, pending)
+
+    # --- review (what a reviewer reads; the flow itself is Memory Git's) ----------------------
+    def review_queue(self, caller: Caller) -> list[tuple[Wire, list[Wire]]]:
+        """Open proposals in every memory the caller may read, by memory (newest first, each
+        with its ``summary``); memories without an open proposal are left out."""
+        return [(self.get_memory(caller, project), items)
+                for project, items in dossier.queue(self._flow(), _principal(caller))]
+
+    def list_proposals(self, caller: Caller, memory_id: str, *,
+                       open_only: bool = False) -> list[Wire]:
+        """Proposals of one memory, newest first, each with its ``summary``. Raises
+        memory_not_found."""
+        self.get_memory(caller, memory_id)
+        return dossier.proposals(self._flow(), _principal(caller), memory_id,
+                                 open_only=open_only)
+
+    def open_proposal_counts(self, caller: Caller, memory_ids: Sequence[str]) -> dict[str, int]:
+        """Open proposals per memory, for the memories of ``memory_ids`` the caller may read
+        (the others are left out)."""
+        return dossier.open_counts(self._flow(), _principal(caller), memory_ids)
+
+    def review_dossier(self, caller: Caller, proposal_id: str) -> dossier.Dossier:
+        """Everything a review of a proposal reads (:class:`dossier.Dossier`): staleness,
+        conflicts recorded and detected now, near-duplicates in shared memory, every op's
+        fields before and after, the member types of everyone named. Raises
+        proposal-not-found for an unknown proposal and one of an unseen memory alike."""
+        def similar(project: str, text: str) -> list[Wire]:
+            answer = self.recall(caller, project, {"text": text,
+                                                   "limit": dossier.DUPLICATE_HITS})
+            return list(answer["results"])
+
+        def member_type(principal: str) -> str | None:
+            kind, _, ident = principal.partition(":")
+            found = self._store.member(ident) if kind == "member" else None
+            return found.type if found is not None else None
+
+        return dossier.build(self._flow(), _principal(caller), proposal_id, similar=similar,
+                             recorded=self._recorded, member_type=member_type)
+
+    def _recorded(self, memory_id: str, record_id: str) -> Wire | None:
+        with self._store.read():
+            head = self._core.head(record_id)
+            body = (self._core.body(head.body_digest)
+                    if head is not None and head.memory_id == memory_id else None)
+        return gitrecords.fields_of(body) if body is not None else None
+
+    def _flow(self) -> ReviewFlow:
+        return self._review_gate().flow
 
     # --- named queries, free queries, type operations -----------------------------------------
     def list_queries(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/queries`` (read)."""
-        return extras.list_queries(self._core, caller, memory_id)
+        return queries.list_queries(self._core, caller, memory_id)
 
     def put_query(self, caller: Caller, memory_id: str, name: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/memories/{id}/queries/{name}`` (write) ``{description, params, requires,
         language:"recall", body}``: ``body`` is a recall request whose ``"$name"`` strings are
         replaced by params."""
-        return extras.put_query(self._core, caller, memory_id, name, body, idempotency_key)
+        return queries.put_query(self._core, caller, memory_id, name, body, idempotency_key)
 
     def run_query(self, caller: Caller, memory_id: str, name: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/queries/{name}`` (the query's ``requires``) ``{params}`` →
         recall-shaped answer."""
-        return extras.run_query(self._core, caller, memory_id, name, body)
+        return queries.run_query(self._core, caller, memory_id, name, body)
 
     def free_query(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/query``: not offered by the built-in provider → always
@@ -402,50 +502,50 @@ class MemoryService:
                         idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/snapshots`` (write) ``{name, message?}`` → snapshot naming
         the current head of refs/shared/main and the instant."""
-        return extras.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
+        return snapshots.create_snapshot(self._core, caller, memory_id, body, idempotency_key)
 
     def list_snapshots(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/snapshots`` (read), newest first."""
-        return extras.list_snapshots(self._core, caller, memory_id)
+        return snapshots.list_snapshots(self._core, caller, memory_id)
 
     def consolidate(self, caller: Caller, memory_id: str, body: Wire, *,
                     idempotency_key: str | None = None) -> Wire:
         """``POST /v1/memories/{id}/consolidations`` (write) ``{budget?}`` → a completed run of
         the deterministic consolidator (duplicate active records are forgotten in favour of the
         oldest; written by the provider on behalf of the caller)."""
-        return extras.consolidate(self._core, caller, memory_id, body, idempotency_key)
+        return consolidation.consolidate(self._core, caller, memory_id, body, idempotency_key)
 
     def list_consolidations(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/consolidations`` (read), newest first."""
-        return extras.list_consolidations(self._core, caller, memory_id)
+        return consolidation.list_consolidations(self._core, caller, memory_id)
 
     def get_consolidation(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}`` (read). Unknown run → memory_record_not_found."""
-        return extras.get_consolidation(self._core, caller, memory_id, run_id)
+        return consolidation.get_consolidation(self._core, caller, memory_id, run_id)
 
     def consolidation_changes(self, caller: Caller, memory_id: str, run_id: str) -> Wire:
         """``GET …/consolidations/{run}/changes`` (read) → ``{object:"list",
         data:[{change, record}]}``."""
-        return extras.consolidation_changes(self._core, caller, memory_id, run_id)
+        return consolidation.consolidation_changes(self._core, caller, memory_id, run_id)
 
     def revert_consolidation(self, caller: Caller, memory_id: str, run_id: str, *,
                              idempotency_key: str | None = None) -> Wire:
         """``POST …/consolidations/{run}/revert`` (delete): appends new versions that undo the
         run → the run with ``status`` unchanged and ``reverted_at`` set."""
-        return extras.revert_consolidation(self._core, caller, memory_id, run_id,
+        return consolidation.revert_consolidation(self._core, caller, memory_id, run_id,
                                            idempotency_key)
 
     # --- harness memory settings --------------------------------------------------------------
     def harness_memories(self, caller: Caller, harness_id: str) -> Wire:
         """``GET /v1/harnesses/{id}/memories`` → ``harness.memories``; the harness is the agent
         member ``harness_id``; readable by that member or an admin."""
-        return extras.harness_memories(self._core, caller, harness_id)
+        return harness.harness_memories(self._core, caller, harness_id)
 
     def set_harness_memories(self, caller: Caller, harness_id: str, body: Wire, *,
                              idempotency_key: str | None = None) -> Wire:
         """``PUT /v1/harnesses/{id}/memories`` ``{default_memory_id?, observe?}``; the default
         must be writable by the agent, else memory_invalid."""
-        return extras.set_harness_memories(self._core, caller, harness_id, body,
+        return harness.set_harness_memories(self._core, caller, harness_id, body,
                                            idempotency_key)
 
     # --- Memory Git history (read side; review.py adds proposals) -----------------------------
@@ -461,3 +561,8 @@ class MemoryService:
     def get_changeset(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
         """One changeset of the memory (read), integrity verified on read."""
         return gitlog.get_changeset(self._core, caller, memory_id, changeset_id)
+
+
+def _principal(caller: Caller) -> str:
+    """The Memory Git principal of a caller."""
+    return f"member:{caller.member.id}"

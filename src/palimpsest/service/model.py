@@ -11,10 +11,12 @@ maps a code to its HTTP status.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from palimpsest import canonical
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound, Unavailable
 
 Wire = dict[str, Any]
@@ -85,7 +87,7 @@ PRINCIPAL_KINDS: Final = ("member", "group", "provider")
 ROLES: Final = ("user", "assistant", "system", "tool")
 PROVIDER_ID: Final = "builtin"
 SHARED_MAIN: Final = "refs/shared/main"
-SCHEMA_VERSION: Final = "memory_git/v1"
+SCHEMA_VERSION: Final = "memory_git/v1"  # the changeset format name (memory-git.md §3)
 
 
 def privileges_wire(privs: frozenset[str]) -> list[str]:
@@ -164,6 +166,22 @@ class Credential:
         """The credential without any secret."""
         return {"id": self.id, "object": "credential", "member_id": self.member_id,
                 "label": self.label, "revoked": self.revoked, "createdAt": self.created_at}
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A person signed in to the review desk from a browser, as the store keeps it: the
+    SHA-256 of its id (the id itself lives only in the browser's cookie), the credential it was
+    opened with by id (never its secret), its CSRF token, and when it ends, in epoch
+    milliseconds: ``idle_until`` moves on with use, ``expires_at`` never does."""
+
+    key: str
+    member_id: str
+    credential_id: str
+    csrf: str
+    created_at: int
+    idle_until: int
+    expires_at: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +334,32 @@ class RecordBody:
                 "references": [r.to_wire() for r in self.references],
                 "valid_from": self.valid_from, "valid_to": self.valid_to}
 
+    @staticmethod
+    def from_bytes(data: bytes) -> RecordBody:
+        """A body from the canonical bytes this service stored (checked against their digest
+        by the caller; they were validated before they were first encoded)."""
+        return RecordBody.from_stored(json.loads(data))
+
+    @staticmethod
+    def from_stored(data: Any) -> RecordBody:
+        """A stored (already validated) body document back into a value."""
+        parts: list[ContentPart] = []
+        for p in data["content"]:
+            if p["type"] == "text":
+                parts.append(ContentPart("text", text=p.get("text", ""), role=p.get("role")))
+            elif p["type"] == "file":
+                f = p["file"]
+                parts.append(ContentPart("file", text=p.get("text"),
+                                         file=FileRef(f["id"], f["name"], f["media_type"],
+                                                      f["bytes"], ""),
+                                         text_source=p.get("text_source"), role=p.get("role")))
+            else:
+                parts.append(ContentPart(p["type"], raw=p))
+        refs = tuple(Reference(r["rel"], r.get("memory_id"), r["record_id"])
+                     for r in data["references"])
+        return RecordBody(data["type"], data["title"], tuple(parts), data["attributes"], refs,
+                          data.get("valid_from"), data.get("valid_to"))
+
     @property
     def text(self) -> str:
         """Title and every part's words: what lexical recall indexes."""
@@ -363,34 +407,77 @@ class RecordVersion:
         return out
 
 
-# --- Memory Git history ----------------------------------------------------------------------
+def sort_keys(value: Any) -> Any:
+    """Recursively sort mapping keys (Go marshals maps in key order): one canonical form."""
+    if isinstance(value, Mapping):
+        return {k: sort_keys(value[k]) for k in sorted(value)}
+    if isinstance(value, list | tuple):
+        return [sort_keys(v) for v in value]
+    return value
+
+
+def payload_bytes(payload: Mapping[str, Any]) -> bytes:
+    """The canonical bytes of a payload kept apart from its changeset (what its digest
+    covers): sorted keys, compact, Go-compatible."""
+    return canonical.encode(sort_keys(dict(payload)))
+
+
+# --- history: changesets of ops ---------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Op:
-    """One semantic operation of a changeset, applied in order.
+    """One semantic operation of a changeset, applied in order — the one op model of every
+    write, UHP (``add_record``, ``revise_record``, ``forget_record``, ``erase_record``) and
+    Memory Git (the eight ops of memory-git.md §4) alike.
 
-    ``op_type`` for records: ``add_record``, ``revise_record``, ``forget_record``,
-    ``erase_record``. ``payload`` is closed-key validated by :mod:`history`.
+    A UHP op's ``payload`` is server metadata (who wrote, when, which body digest) and is part
+    of the changeset's canonical bytes. A Memory Git op's payload is client content: the
+    canonical bytes carry only its ``payload_digest`` and the payload is stored apart, once,
+    content-addressed, so erase can remove it while the changeset still verifies. ``payload``
+    is ``None`` once erased.
     """
 
     op_type: str
     target: str | None
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] | None
     result: str | None = None  # resulting_event_id of Memory Git ops that create a memory
+    payload_digest: str | None = None  # set when the payload is kept apart (erasable)
 
-    def to_wire(self, ordinal: int) -> Wire:
-        """``{ordinal, op_type, target_event_id?, resulting_event_id?, payload}`` (§3)."""
+    @property
+    def erased(self) -> bool:
+        """The payload was erased; only its digest is left."""
+        return self.payload is None
+
+    def canonical(self, ordinal: int) -> Wire:
+        """The op as the changeset's canonical bytes hold it."""
         out: Wire = {"ordinal": ordinal, "op_type": self.op_type}
         if self.target is not None:
             out["target_event_id"] = self.target
         if self.result is not None:
             out["resulting_event_id"] = self.result
-        out["payload"] = dict(self.payload)
+        if self.payload_digest is not None:
+            out["payload_digest"] = self.payload_digest
+        else:
+            out["payload"] = dict(self.payload or {})
+        return out
+
+    def to_wire(self, ordinal: int) -> Wire:
+        """``{ordinal, op_type, target_event_id?, resulting_event_id?, payload}`` (§3); an
+        erased payload is shown as ``erased: true`` beside its digest."""
+        out = self.canonical(ordinal)
+        if self.payload_digest is None:
+            return out
+        digest = out.pop("payload_digest")
+        if self.payload is None:
+            out["erased"] = True
+        else:
+            out["payload"] = dict(self.payload)
+        out["payload_digest"] = digest
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class Changeset:
-    """An immutable unit of history; ``id`` is the integrity digest of its content."""
+    """An immutable unit of history; ``id`` is the integrity digest of its canonical bytes."""
 
     id: str
     memory_id: str
@@ -404,17 +491,46 @@ class Changeset:
     # Optional Memory Git fields (provenance strings, evidence, verification), only when set.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_wire(self) -> Wire:
-        """The changeset as memory-git.md §3 shows it."""
+    def _document(self, ops: list[Wire]) -> Wire:
         out: Wire = {"changeset_id": self.id, "schema_version": SCHEMA_VERSION,
                      "project_id": self.memory_id, "ref_name": self.ref_name,
                      "parent_ids": list(self.parent_ids), "author_principal": self.author}
         out.update(self.extra)
         out.update({"message": self.message, "created_at": self.created_at,
-                    "idempotency_key": self.idempotency_key,
-                    "ops": [op.to_wire(i) for i, op in enumerate(self.ops)],
+                    "idempotency_key": self.idempotency_key, "ops": ops,
                     "integrity_digest": self.id})
         return out
+
+    def to_wire(self) -> Wire:
+        """The changeset as memory-git.md §3 shows it (payloads inline, erased ones marked)."""
+        return self._document([op.to_wire(i) for i, op in enumerate(self.ops)])
+
+    def document(self) -> Wire:
+        """What storage keeps: the canonical form, payloads kept apart named by digest."""
+        return self._document([op.canonical(i) for i, op in enumerate(self.ops)])
+
+    @staticmethod
+    def from_document(data: Mapping[str, Any],
+                      payloads: Mapping[str, Mapping[str, Any]] | None = None) -> Changeset:
+        """A stored document back into a value; ``payloads`` maps the digests of payloads
+        kept apart to their content (a digest missing from it was erased)."""
+        found = payloads or {}
+        ops = []
+        for o in data["ops"]:
+            digest = o.get("payload_digest")
+            payload = found.get(digest) if digest is not None else o.get("payload", {})
+            ops.append(Op(o["op_type"], o.get("target_event_id"), payload,
+                          o.get("resulting_event_id"), digest))
+        extra = {k: data[k] for k in CHANGESET_EXTRA if data.get(k)}
+        return Changeset(data["changeset_id"], data["project_id"], data["ref_name"],
+                         tuple(data["parent_ids"]), data["author_principal"], data["message"],
+                         data["created_at"], data["idempotency_key"], tuple(ops), extra)
+
+
+# Optional changeset fields of Memory Git requests (memory-git.md §3), kept only when set.
+CHANGESET_EXTRA: Final = ("persona_id", "actor_id", "surface", "model", "environment",
+                          "session_id", "topic_id", "context_manifest_id", "evidence",
+                          "verification")
 
 
 @dataclass(frozen=True, slots=True)

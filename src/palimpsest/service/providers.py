@@ -1,8 +1,8 @@
 """The built-in provider's capability document (uhp-memories.md §12) — truthful by construction.
 
-Each entry is derived from what the code serves: recall signals come from
-:data:`palimpsest.service.recall.SERVED_SIGNALS`, kept media from :data:`KEPT_MEDIA`, which the
-upload path enforces. A signal the engine lacks is left out here and reported in ``degraded``.
+Each entry is derived from what the code serves: recall signals from :data:`SERVED_SIGNALS`
+(what :mod:`palimpsest.service.ops.recall` answers), kept media from :data:`KEPT_MEDIA`, which
+the upload path enforces. A signal the engine lacks is left out here and reported in ``degraded``.
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from typing import Final
 
-from palimpsest.service.model import PROVIDER_ID, Wire
-from palimpsest.service.recall import SERVED_SIGNALS
+from palimpsest.service.model import CORE_TYPES, PROVIDER_ID, SERVER_TYPES, Wire
 
 # Media types whose bytes the provider keeps (``bytes: "kept"``); anything else is refused with
 # memory_unsupported at upload and at write, so a record is never stored without its file.
 KEPT_MEDIA: Final = ("text/*", "image/*", "audio/*", "application/pdf", "application/json")
 MAX_FILE_BYTES: Final = 25 * 1024 * 1024
+SERVED_SIGNALS: Final = ("text", "filters")  # what ops.recall answers
 MAX_RECALL_MEMORIES: Final = 200  # subtree cap, reported in degraded when reached
 
 
@@ -58,5 +58,14 @@ def is_known(provider_id: str) -> bool:
     return provider_id == PROVIDER_ID
 
 
+def types_list() -> Wire:
+    """Core and server types; none declares operations."""
+    data: list[Wire] = [{"type": t, "core": True} for t in CORE_TYPES]
+    data += [{"type": t, "core": False, "description": f"a {t} the others are about",
+              "schema": {"type": "object"}, "text": "title", "operations": [],
+              "provider": PROVIDER_ID} for t in SERVER_TYPES]
+    return {"object": "list", "data": data}
+
+
 __all__ = ["KEPT_MEDIA", "MAX_FILE_BYTES", "MAX_RECALL_MEMORIES", "capability_document",
-           "is_known", "keeps_media"]
+           "is_known", "keeps_media", "types_list"]

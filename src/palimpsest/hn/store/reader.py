@@ -122,11 +122,15 @@ def _diagnose_tree(
     repo: pygit2.Repository, tree_id: bytes, ref: str, hexid: str
 ) -> tuple[bytes, bytes]:
     """Explain why a tree is not the exact two-entry memory tree (always raises)."""
-    tree = repo[pygit2.Oid(tree_id)]
-    if len(tree) != 2:  # type: ignore[arg-type]
+    try:
+        tree = repo[pygit2.Oid(tree_id)]
+        entries = list(tree)  # type: ignore[call-overload]
+    except pygit2.GitError as exc:  # libgit2 cannot parse the tree object's entries
+        raise corrupt(ref, hexid, "tree object is malformed") from exc
+    if len(entries) != 2:
         raise corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
     payload_id = signature_id = None
-    for entry in tree:  # type: ignore[attr-defined]
+    for entry in entries:
         if entry.filemode != _BLOB_MODE:
             raise corrupt(ref, hexid, "tree entries must be mode 100644 blobs")
         if entry.name == "memory.json" and payload_id is None:

@@ -9,14 +9,35 @@ can leave unnamed bytes behind but never a row without its bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from palimpsest import canonical
+from palimpsest.service.storage.rows import StoredFile
 from palimpsest.service.storage.schema import Statements, load
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` if needed and make it 0700 whatever the umask (also one made loose by
+    an older build): the store's directories are readable by their owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(PermissionError):  # not ours to change: leave it as it is
+        if path.stat().st_mode & 0o777 != 0o700:
+            path.chmod(0o700)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` if needed and make it 0600 whatever the umask (SQLite gives its -wal
+    and -shm files the mode of the database file)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with contextlib.suppress(PermissionError):
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 class FileRows(Statements):
@@ -35,9 +56,11 @@ class FileRows(Statements):
         path = self.file_path(sha)
         if path.exists():
             return sha
-        path.parent.mkdir(exist_ok=True)
+        private_dir(path.parent)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -62,16 +85,18 @@ class FileRows(Statements):
         self._x("INSERT INTO files VALUES (?,?,?,?,?,?,?)",
                 (fid, sha, name, media_type, size, created_by, now))
 
-    def file(self, fid: str) -> sqlite3.Row | None:
-        """One uploaded file's row."""
-        return self._one("SELECT * FROM files WHERE id=?", (fid,))
+    def file(self, fid: str) -> StoredFile | None:
+        """One uploaded file."""
+        r = self._one("SELECT id, sha256, name, media_type, bytes, created_by, created_at "
+                      "FROM files WHERE id=?", (fid,))
+        return StoredFile(*tuple(r)) if r is not None else None
 
     def delete_file(self, fid: str) -> None:
         """Forget an uploaded file's row (its bytes go when no row names them)."""
         row = self.file(fid)
         self._x("DELETE FROM files WHERE id=?", (fid,))
         if row is not None:
-            self.delete_file_bytes(row["sha256"])
+            self.delete_file_bytes(row.sha256)
 
     # --- documents ------------------------------------------------------------------------
     def put_doc(self, kind: str, did: str, memory_id: str | None, created_at: int,
@@ -92,4 +117,4 @@ class FileRows(Statements):
             "rowid DESC", (kind, memory_id))]
 
 
-__all__ = ["FileRows"]
+__all__ = ["FileRows", "private_dir", "private_file"]

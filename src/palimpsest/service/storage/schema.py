@@ -10,12 +10,15 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
+from palimpsest.service.storage.rows import Hit
 
-SCHEMA_VERSION: Final = 1
+# 2: one history — record bodies and Memory Git payloads content-addressed in ``bodies`` (no
+# salt), Memory Git payloads kept apart from changesets, one idempotency table.
+SCHEMA_VERSION: Final = 2
 # BM25 column weights: a record's own words, then its context (for an episode, the words of
 # the episode written just before it in the same memory: in a conversation the answer is often
 # the turn after the one that repeats the question).
@@ -51,26 +54,23 @@ CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
   principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
   UNIQUE (memory_id, principal));
 CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, ref_name TEXT NOT NULL,
-  author TEXT NOT NULL, idempotency_key TEXT NOT NULL, created_at TEXT NOT NULL,
-  doc BLOB NOT NULL);
+  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, doc BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
 CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
   protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, salt BLOB NOT NULL,
-  data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
   memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
   written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
   context_src TEXT, thread TEXT, when_at TEXT);
 CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
 CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, standing, status);
+CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, status) WHERE standing = 1;
 CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
   memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
   invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version));
+  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
 CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
   memory_id TEXT NOT NULL);
@@ -87,10 +87,14 @@ CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, nam
 CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
 CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
   key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
-  PRIMARY KEY (principal, scope, key));
+  PRIMARY KEY (principal, scope, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
+CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY, member_id TEXT NOT NULL,
+  credential_id TEXT NOT NULL, csrf TEXT NOT NULL, created_at INTEGER NOT NULL,
+  idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_member ON sessions(member_id, created_at);
 {PRINCIPAL_TRIGGERS}"""
 
 
@@ -101,17 +105,6 @@ def load(data: bytes | str) -> Any:
     (bodies were validated before they were encoded), and recall reads many of them.
     """
     return json.loads(data)
-
-
-class Hit(NamedTuple):
-    """One search candidate: row number, BM25 score (higher is better), the analysed text,
-    the conversation thread and the instant the record is about (for the re-ranker)."""
-
-    n: int
-    score: float
-    text: str
-    thread: str | None
-    when: str | None
 
 
 def priv_text(privs: Iterable[str]) -> str:
