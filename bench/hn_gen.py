@@ -95,6 +95,26 @@ def code_commit(repo: pygit2.Repository, parent: str | None, files: dict[str, by
     return str(repo.create_commit(None, _WHO, _WHO, "code", index.write_tree(repo), parents))
 
 
+def advance(repo: pygit2.Repository, note: str) -> str:
+    """One code commit on top of HEAD (``NOTES.md`` changed) with HEAD's branch moved to it, as
+    an agent's commit does; returns its ID."""
+    head = str(repo.head.target)
+    commit = code_commit(repo, head, {"NOTES.md": note.encode()})
+    repo.references.create(repo.head.name, pygit2.Oid(hex=commit), force=True)
+    return commit
+
+
+def main_line(repo: pygit2.Repository, head: str) -> list[str]:
+    """The first-parent history of ``head``, oldest first."""
+    out = []
+    commit: Any = repo[pygit2.Oid(hex=head)]
+    while True:
+        out.append(str(commit.id))
+        if not commit.parents:
+            return out[::-1]
+        commit = commit.parents[0]
+
+
 class History:
     """The code history memories are anchored at: the main line (``main``, oldest first, its
     last commit is HEAD) and a side branch HEAD never reaches (``side``)."""
@@ -276,4 +296,7 @@ def store_at(count: int, workdir: Path) -> tuple[pygit2.Repository, Writer, dict
     return repo, writer, stats
 
 
-__all__ = ["ACTORS", "FILES", "SUBJECTS", "TOPICS", "Writer", "code_commit", "store_at"]
+__all__ = [
+    "ACTORS", "FILES", "SUBJECTS", "TOPICS", "Writer", "advance", "code_commit", "main_line",
+    "store_at",
+]  # fmt: skip
