@@ -12,7 +12,7 @@ import pygit2
 
 from palimpsest.errors import Conflict, InvalidInput, Unavailable
 from palimpsest.hn.envelope import Envelope, memory_id
-from palimpsest.hn.store.reader import check_commit, corrupt, lookup_commit
+from palimpsest.hn.store.reader import check_commit, corrupt
 from palimpsest.hn.store.refs import local_ref_name, malformed_ref
 
 CAS_FAILED = "compare-and-swap failed; reload and retry with a newly signed envelope"
@@ -38,8 +38,7 @@ def stream_head(repo: pygit2.Repository, actor: str, stream: str) -> StreamHead:
     if ref.type != pygit2.enums.ReferenceType.DIRECT:
         raise malformed_ref(name)
     head = str(ref.target)
-    commit = lookup_commit(repo, ref.target, name)
-    payload, _sig, envelope = check_commit(repo, commit, name, head)
+    payload, _sig, envelope = check_commit(repo, head, name)
     if envelope.actor != actor or envelope.stream != stream:
         raise corrupt(name, head, "actor or stream does not match the ref owner")
     return StreamHead(name, head, envelope.sequence + 1, memory_id(payload))

@@ -102,12 +102,13 @@ def _checked_at(
     return payload, signature, envelope, raw_key, raw_sig
 
 
-def check_commit(
-    repo: pygit2.Repository, commit: pygit2.Commit, ref: str, hexid: str
-) -> tuple[bytes, str, Envelope]:
-    """Check one memory commit's tree, payload and signature (§11, per commit)."""
+def check_commit(repo: pygit2.Repository, hexid: str, ref: str) -> tuple[bytes, str, Envelope]:
+    """Check one memory commit's tree, payload and signature (§11, per commit), reading the
+    commit as the stream walk does (its author and committer are not checked)."""
+    reader = ObjectReader(repo)
+    tree_id, _parents = _commit_at(repo, reader, hexid, ref)
     payload, signature, envelope, raw_key, raw_sig = _checked_at(
-        repo, ObjectReader(repo), commit.tree_id.raw, ref, hexid
+        repo, reader, tree_id, ref, hexid
     )
     if not signature_valid(raw_key, raw_sig, payload):
         raise corrupt(ref, hexid, SIGNATURE_FAILED)
