@@ -37,7 +37,7 @@ from palimpsest.hn.index.write import NEUTRAL
 from palimpsest.hn.projection import project
 from palimpsest.hn.recall import recall, recall_kept
 from palimpsest.hn.recall.request import RecallRequest, normalize_request
-from palimpsest.hn.store import gitfiles
+from palimpsest.hn.store import headfiles
 from palimpsest.identity import Identity, identity_from_seed
 from tests.hn.recall_helpers import commit_files, lifecycle, new_repo, policy_bytes, remember
 from tests.hn.recall_oracle import expected_recall
@@ -356,7 +356,7 @@ def test_long_random_walks_answer_like_a_projection_from_scratch(
             expected = _expected(world.repo, request)
             # The warm path first (it may judge a new commit from its loose objects), then Git.
             try:
-                warm = recall_kept(gitfiles.locate(world.repo.workdir), request)  # type: ignore[arg-type]
+                warm = recall_kept(headfiles.locate(world.repo.workdir), request)  # type: ignore[arg-type]
             except InvalidInput as exc:
                 assert expected[-1] == exc.message
             else:

@@ -15,7 +15,7 @@ import pytest
 from palimpsest.hn import store
 from palimpsest.hn.recall import recall, recall_kept
 from palimpsest.hn.recall.request import RecallRequest, normalize_request
-from palimpsest.hn.store import gitfiles
+from palimpsest.hn.store import headfiles
 from palimpsest.identity import Identity
 from tests.hn.conftest import git_env
 from tests.hn.recall_helpers import (
@@ -30,8 +30,8 @@ from tests.hn.recall_helpers import (
 )
 
 
-def _git(repo: pygit2.Repository) -> gitfiles.GitDir:
-    found = gitfiles.locate(repo.workdir or repo.path)
+def _git(repo: pygit2.Repository) -> headfiles.GitDir:
+    found = headfiles.locate(repo.workdir or repo.path)
     assert found is not None
     return found
 
@@ -142,14 +142,14 @@ def test_loose_and_packed_refs_read_as_libgit2_reads_them(
 ) -> None:
     repo = two_streams
     git = _git(repo)
-    assert gitfiles.memory_refs(git) == _refs_by_libgit2(repo)
-    assert gitfiles.resolve(git, "HEAD") == head(repo)
+    assert headfiles.memory_refs(git) == _refs_by_libgit2(repo)
+    assert headfiles.resolve(git, "HEAD") == head(repo)
     _run("git", "pack-refs", "--all", cwd=Path(repo.workdir))
     assert not list((Path(repo.path) / "refs" / "hn").rglob("*"))  # now only packed
-    assert gitfiles.memory_refs(git) == _refs_by_libgit2(repo)
-    assert gitfiles.resolve(git, "HEAD") == head(repo)
+    assert headfiles.memory_refs(git) == _refs_by_libgit2(repo)
+    assert headfiles.resolve(git, "HEAD") == head(repo)
     remember(repo, alice, "a loose ref over a packed one")
-    assert gitfiles.memory_refs(git) == _refs_by_libgit2(repo)
+    assert headfiles.memory_refs(git) == _refs_by_libgit2(repo)
 
 
 def test_worktrees_bare_and_detached_heads(two_streams: pygit2.Repository, tmp_path: Path) -> None:
@@ -158,15 +158,15 @@ def test_worktrees_bare_and_detached_heads(two_streams: pygit2.Repository, tmp_p
     _run("git", "worktree", "add", "-q", "--detach", str(linked), cwd=Path(repo.workdir))
     commit_files(repo, {"later": b"x"}, "later")  # the main worktree moves on; linked does not
     other = store.open_repository(linked)
-    git = gitfiles.locate(linked / "sub") if (linked / "sub").mkdir() is None else None
+    git = headfiles.locate(linked / "sub") if (linked / "sub").mkdir() is None else None
     assert git is not None and git.common == str(Path(repo.path).resolve()).rstrip("/")
-    assert gitfiles.resolve(git, "HEAD") == head(other) != head(repo)
-    assert gitfiles.memory_refs(git) == _refs_by_libgit2(other)
+    assert headfiles.resolve(git, "HEAD") == head(other) != head(repo)
+    assert headfiles.memory_refs(git) == _refs_by_libgit2(other)
     bare = tmp_path / "bare.git"
     _run("git", "clone", "-q", "--bare", repo.workdir, str(bare), cwd=tmp_path)
-    found = gitfiles.locate(bare)
+    found = headfiles.locate(bare)
     assert found is not None
-    assert gitfiles.resolve(found, "HEAD") == head(store.open_repository(bare))
+    assert headfiles.resolve(found, "HEAD") == head(store.open_repository(bare))
 
 
 @pytest.mark.parametrize("oddity", ["symbolic-memory-ref", "reftable", "unborn-head", "revision"])
@@ -178,18 +178,18 @@ def test_what_the_file_reader_does_not_read_goes_to_libgit2(
     if oddity == "symbolic-memory-ref":
         ref = store.list_memory_refs(repo)[0]
         (Path(repo.path) / ref.name).write_text("ref: refs/heads/main\n")
-        assert gitfiles.memory_refs(git) is None
+        assert headfiles.memory_refs(git) is None
         with pytest.raises(Exception, match="malformed memory ref"):
             store.list_memory_refs(repo)
     elif oddity == "reftable":
         (Path(repo.path) / "reftable").mkdir()
-        assert gitfiles.locate(repo.workdir) is None
+        assert headfiles.locate(repo.workdir) is None
     elif oddity == "unborn-head":
         (Path(repo.path) / "HEAD").write_text("ref: refs/heads/nowhere\n")
-        assert gitfiles.resolve(git, "HEAD") is None
+        assert headfiles.resolve(git, "HEAD") is None
     else:
-        assert gitfiles.resolve(git, "main") is None  # any revision but HEAD or a full ID
-        assert gitfiles.resolve(git, head(repo)) == head(repo)
+        assert headfiles.resolve(git, "main") is None  # any revision but HEAD or a full ID
+        assert headfiles.resolve(git, head(repo)) == head(repo)
 
 
 def test_a_new_commit_on_top_is_answered_warm_from_its_loose_objects(

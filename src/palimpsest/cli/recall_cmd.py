@@ -149,11 +149,11 @@ def recall_command(
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
     from palimpsest.hn.recall.request import request_from_json  # noqa: PLC0415
     from palimpsest.hn.recall.warm import recall_kept  # noqa: PLC0415
-    from palimpsest.hn.store import gitfiles  # noqa: PLC0415
+    from palimpsest.hn.store import headfiles  # noqa: PLC0415
 
     # A warm recall reads the ref files and the index only (no libgit2 start-up); anything the
     # index does not keep an answer for goes through Git, which gives the same bytes.
-    git = gitfiles.locate(_where(ctx))
+    git = headfiles.locate(_where(ctx))
     repo = None if git is not None else _open(ctx)
     if input_path is not None:
         if query or any(o[k] != v for k, v in _DEFAULTS.items()):
@@ -162,7 +162,7 @@ def recall_command(
             raise InvalidInput("--input requires --json")
         request = request_from_json(_read_input(input_path))
     else:
-        at = gitfiles.resolve(git, o["at"]) if git is not None else None
+        at = headfiles.resolve(git, o["at"]) if git is not None else None
         if at is None:
             repo = repo or _open(ctx)
             at = _resolve(repo, o["at"])

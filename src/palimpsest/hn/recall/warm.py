@@ -12,7 +12,7 @@ whose ancestry only a walk can settle) returns None, and the caller runs
 the same bytes (a test compares them over changing histories).
 
 Only light modules are imported here: the standard library, SQLite, the index's schema and
-queries, the ref file reader (:mod:`palimpsest.hn.store.gitfiles`) and the loose object reader
+queries, the ref file reader (:mod:`palimpsest.hn.store.headfiles`) and the loose object reader
 (:mod:`palimpsest.hn.store.objects`).
 """
 
@@ -26,7 +26,7 @@ from palimpsest.hn.policy import PolicyContext
 from palimpsest.hn.recall.context import KeptJudge, NotKept, parsed_policy
 from palimpsest.hn.recall.pages import RecallResult, answer_recall
 from palimpsest.hn.recall.request import RecallRequest
-from palimpsest.hn.store.gitfiles import GitDir, memory_refs
+from palimpsest.hn.store.headfiles import GitDir, memory_refs
 from palimpsest.hn.store.objects import BLOB, COMMIT, TREE, Damaged, read_loose, tree_entries
 
 _TREE_MODE = b"40000"

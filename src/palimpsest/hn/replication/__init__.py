@@ -1,6 +1,6 @@
 """Replication of memory streams: select, sync, quarantine, validate, promote, publish (§20).
 
-Modules: :mod:`~palimpsest.hn.replication.flow` (the sync transaction), ``git`` (Git
+Modules: :mod:`~palimpsest.hn.replication.flow` (the sync transaction), ``transport`` (Git
 subprocesses: transport, quarantine, measurement, atomic ref updates), ``selection`` (saved
 selections), ``txn`` (crash safety), ``report`` (outcomes).  This package re-exports the flow's
 public names, so callers write ``replication.sync(...)``.

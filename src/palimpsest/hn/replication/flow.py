@@ -37,7 +37,7 @@ from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
-from palimpsest.hn.replication import git as rgit
+from palimpsest.hn.replication import transport as rgit
 from palimpsest.hn.replication.report import (
     FAILED,
     Dependency,

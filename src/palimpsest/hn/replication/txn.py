@@ -22,7 +22,7 @@ from pathlib import Path
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, PalError
-from palimpsest.hn.replication import git as rgit
+from palimpsest.hn.replication import transport as rgit
 from palimpsest.hn.replication.selection import ensure_private_dir
 
 KILL_ENV = "PAL_TEST_SYNC_KILL_AT"

@@ -3,7 +3,7 @@
 
 Modules: :mod:`~palimpsest.hn.store.refs` (the ref grammar),
 :mod:`~palimpsest.hn.store.repository` (opening a repository, listing memory refs),
-:mod:`~palimpsest.hn.store.gitfiles` (the ref files a warm recall reads without libgit2),
+:mod:`~palimpsest.hn.store.headfiles` (the ref files a warm recall reads without libgit2),
 :mod:`~palimpsest.hn.store.objects` (raw object reads), :mod:`~palimpsest.hn.store.reader`
 (the verified per-stream reader and collection), :mod:`~palimpsest.hn.store.append` (the Git
 objects of one memory and the compare-and-swap of its ref), :mod:`~palimpsest.hn.store.probe`
@@ -12,7 +12,7 @@ objects of one memory and the compare-and-swap of its ref), :mod:`~palimpsest.hn
 Ed25519 arithmetic in worker processes).
 Reading never changes a ref.  This package re-exports their public names, so callers
 write ``store.collect(repo)``; each is imported on first use (PEP 562), so importing one light
-module of the package (``refs``, ``gitfiles``) does not start libgit2.
+module of the package (``refs``, ``headfiles``) does not start libgit2.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Memory refs (hn-memory-v0.md §8): the ref grammar and the names of local and accepted
-stream refs.  Pure: the refs are listed by :mod:`.repository` (libgit2) or :mod:`.gitfiles`
+stream refs.  Pure: the refs are listed by :mod:`.repository` (libgit2) or :mod:`.headfiles`
 (the ref files themselves)."""
 
 from __future__ import annotations
