@@ -210,7 +210,7 @@ def test_concurrent_writers_each_get_their_own_changeset(tmp_path: Path) -> None
     finally:
         server.stop()
     with MemoryService(data_dir) as svc:
-        store, _ = svc.memory_git_backend()
+        store = svc._store
         ref = store.ref(mid, SHARED_MAIN)
         keys = []
         head = ref.head if ref else None

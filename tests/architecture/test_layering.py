@@ -136,3 +136,26 @@ def test_no_prefix_families_in_a_flat_folder() -> None:
     families = {f"{folder}.{prefix}*" for folder, leaves in by_folder.items()
                 for prefix in ("git",) for leaf in leaves if leaf.startswith(prefix)}
     assert families == set()
+
+
+# What the rest of the code may import of storage: the package (which opens a store) and the
+# interface it is seen through; never the classes that implement it.
+STORAGE_FACES = frozenset({"palimpsest.service.storage", "palimpsest.service.storage.protocol",
+                           "palimpsest.service.storage.rows"})
+# pal admin migrate reads stores of older schemas through storage's own readers.
+OLD_READERS = frozenset({"palimpsest.service.storage.schema1",
+                         "palimpsest.service.storage.schema2"})
+
+
+def test_nothing_outside_storage_sees_the_classes_behind_the_store_protocol() -> None:
+    offenders = []
+    for module, targets in graph().items():
+        if module.startswith("palimpsest.service.storage"):
+            continue
+        for target in targets:
+            if not target.startswith("palimpsest.service.storage") or target in STORAGE_FACES:
+                continue
+            if module == "palimpsest.service.upgrade" and target in OLD_READERS:
+                continue
+            offenders.append(f"{module} -> {target}")
+    assert offenders == []

@@ -16,12 +16,15 @@ from typing import Any
 
 import pytest
 
+from palimpsest.errors import NotFound
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import Caller
+from palimpsest.service.storage.records import record_key
+from tests.stored import grep_data_dir
 
 SECRET = "Quokkafern lives at Wexhollow Lane"  # words no analyser or fixture produces elsewhere
 
@@ -113,15 +116,10 @@ def table_counts(data: Path) -> dict[str, int]:
         db.close()
 
 
-def grep_data_dir(data: Path, *needles: str) -> list[str]:
-    """Every file of the data directory that still holds one of ``needles`` (any case)."""
-    found = []
-    for path in sorted(p for p in data.rglob("*") if p.is_file()):
-        blob = path.read_bytes().lower()
-        for needle in needles:
-            if needle.lower().encode() in blob:
-                found.append(f"{path.name}: {needle}")
-    return found
+def stored_texts(w: World, *needles: str) -> list[str]:
+    """:func:`grep_data_dir` over the world's data directory, its WAL folded in first."""
+    w.svc._store.compact_after_erase()
+    return grep_data_dir(w.data, *needles)
 
 
 # --- rebuild equality after every kind of write ----------------------------------------------
@@ -214,7 +212,7 @@ def test_rebuild_refuses_to_write_when_projections_differ_and_names_them(world: 
     rec = world.svc.remember(world.alice, world.mem, {"content": "true text"})
     world.svc.remember(world.alice, world.mem, {"content": "another"})
     db = sqlite3.connect(world.data / "palimpsest.db")
-    db.execute("UPDATE records SET status='forgotten' WHERE id=?", (rec["id"],))
+    db.execute("UPDATE records SET status='forgotten' WHERE id=?", (record_key(rec["id"]),))
     db.commit()
     db.close()
     report = world.svc.rebuild()
@@ -222,7 +220,8 @@ def test_rebuild_refuses_to_write_when_projections_differ_and_names_them(world: 
     assert report["written"] is False
     assert any(rec["id"] in line for line in report["differences"]), report["differences"]
     db = sqlite3.connect(world.data / "palimpsest.db")
-    status = db.execute("SELECT status FROM records WHERE id=?", (rec["id"],)).fetchone()[0]
+    status = db.execute("SELECT status FROM records WHERE id=?",
+                        (record_key(rec["id"]),)).fetchone()[0]
     db.close()
     assert status == "forgotten"  # nothing written while not equal
     repaired = world.svc.rebuild(repair=True)
@@ -256,21 +255,90 @@ def test_erase_of_a_merged_record_leaves_no_byte_of_it_in_the_data_directory(
     assert grep_data_dir(world.data, "Quokkafern", "Wexhollow") == []
 
 
-def test_erase_lists_a_record_whose_words_are_another_records_as_unreachable(
+def body_of(w: World, record_id: str) -> str:
+    head = w.svc._store.record_head(record_id)
+    assert head is not None
+    return head.body_digest
+
+
+def test_a_merged_record_keeps_its_words_once(world: World) -> None:
+    words = " ".join(f"Quokka{n}fern" for n in range(300))  # ~3.3 KB no dictionary knows
+    note = "seen at Wexhollow " + words[:3000]
+    world.bob_commit("c1", add(words, memory_id="long", summary="Wexhollow " + words[:200]))
+    world.bob_commit("c2", {"op_type": "attach_evidence", "target_event_id": "long",
+                            "payload": {"kind": "note", "note": note}})
+    world.merge("p1")
+    got = world.svc.get_record(world.alice, world.mem, "long")
+    assert got["content"][0]["text"] == words and got["version"] == 2
+    assert got["attributes"]["evidence"][0]["note"] == note
+    db = sqlite3.connect(world.data / "palimpsest.db")
+    try:
+        rows = {bytes(d).hex(): (len(data), bases) for d, data, bases in db.execute(
+            "SELECT digest, data, bases FROM bodies")}
+    finally:
+        db.close()
+    # both versions are deltas of what they were derived from: copies of its ranges
+    for version in world.svc._store.versions("long"):
+        size, bases = rows[version.body_digest]
+        assert bases is not None and size < 300, (version.version, size)
+    # the words themselves: in the two payloads, deflated, less than one plain copy each
+    assert sum(size for size, bases in rows.values() if bases is None) < len(words) + len(note)
+    assert_rebuild_equal(world)
+
+
+def test_erase_of_a_correction_that_kept_its_targets_words_removes_its_own_bytes(
         world: World) -> None:
-    # a correction that changes only the kind keeps the target's words: the very same body
+    # a correction that changes only the kind keeps the target's words in a body of its own
     world.bob_commit("c1", add("Lunch at 12", memory_id="lunch"),
                      {"op_type": "correct_memory", "target_event_id": "lunch",
                       "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
     world.merge("p1")
     got = world.svc.get_record(world.alice, world.mem, "lunch2")
     assert got["content"][0]["text"] == "Lunch at 12"
+    assert got["attributes"]["kind"] == "decision"
+    assert got["attributes"]["memory_git_id"] == "lunch2"
+    own = body_of(world, "lunch2")
+    assert own != body_of(world, "lunch")
     out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch2"]})
-    assert out["erased"] == [] and out["unreachable"] == ["lunch2"]
-    # the other record still reads its own words
+    assert out["erased"] == ["lunch2"] and out["unreachable"] == []
+    assert world.svc._store.body(own) is None
+    # the record it corrected still reads its own words
     history = world.svc.record_history(world.alice, world.mem, "lunch")["data"]
     assert history[0]["content"][0]["text"] == "Lunch at 12"
     assert_rebuild_equal(world)
+
+
+def test_erasing_a_record_a_held_correction_took_its_words_from_says_unreachable(
+        world: World) -> None:
+    world.bob_commit("c1", add("Lunch at Quokkafern", memory_id="lunch"),
+                     {"op_type": "correct_memory", "target_event_id": "lunch",
+                      "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
+    world.merge("p1")
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch"]})
+    # its record is gone, but its words are the correction's, derived from its payload
+    assert out["erased"] == [] and out["unreachable"] == ["lunch"]
+    with pytest.raises(NotFound):
+        world.svc.get_record(world.alice, world.mem, "lunch")
+    again = world.svc.get_record(world.alice, world.mem, "lunch2")
+    assert again["content"][0]["text"] == "Lunch at Quokkafern"
+    assert_rebuild_equal(world)
+    # erasing the correction too takes the words from everywhere, the first payload included
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch2"]})
+    assert out["erased"] == ["lunch2"] and out["unreachable"] == []
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern") == []
+
+
+def test_erasing_a_record_with_its_correction_in_one_call_takes_both(world: World) -> None:
+    world.bob_commit("c1", add("Lunch at Quokkafern", memory_id="lunch"),
+                     {"op_type": "correct_memory", "target_event_id": "lunch",
+                      "resulting_event_id": "lunch2", "payload": {"kind": "decision"}})
+    world.merge("p1")
+    assert stored_texts(world, "Quokkafern")  # the scenario did write it
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": ["lunch", "lunch2"]})
+    assert out["erased"] == ["lunch", "lunch2"] and out["unreachable"] == []
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern") == []
 
 
 def test_a_diff_over_an_erased_op_says_so(world: World) -> None:

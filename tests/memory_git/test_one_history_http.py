@@ -10,16 +10,9 @@ import subprocess
 from pathlib import Path
 
 from tests.api.server import ok, pal_command, provision, start
+from tests.stored import grep_data_dir
 
 SECRET = "Zorblatt keeps the spare key under the Quimby stone"
-
-
-def grep(data_dir: Path, *needles: str) -> list[str]:
-    hits = []
-    for path in sorted(p for p in data_dir.rglob("*") if p.is_file()):
-        blob = path.read_bytes().lower()
-        hits += [f"{path.name}: {n}" for n in needles if n.lower().encode() in blob]
-    return hits
 
 
 def rebuild(data_dir: Path) -> dict[str, object]:
@@ -66,6 +59,7 @@ def test_merge_then_erase_over_http(tmp_path: Path) -> None:
                                         "type": "agent"}
         assert ok(alice.post(f"/v1/memories/{mem}/recall", json={"text": "Zorblatt"}))[
             "results"][0]["record"]["id"] == secret_id
+        assert grep_data_dir(data_dir, "Zorblatt", "Quimby")  # the merge wrote them
         first = rebuild(data_dir)  # while the server runs (WAL)
         assert first["equal"] is True and first["written"] is False
 
@@ -82,4 +76,4 @@ def test_merge_then_erase_over_http(tmp_path: Path) -> None:
         assert rebuild(data_dir)["equal"] is True
     finally:
         server.stop()
-    assert grep(data_dir, "Zorblatt", "Quimby") == []
+    assert grep_data_dir(data_dir, "Zorblatt", "Quimby") == []

@@ -299,6 +299,7 @@ def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable
     from palimpsest import canonical
     from palimpsest.errors import Unavailable
     from palimpsest.service.memorygit.repository import GitService
+    from palimpsest.service.storage.pack import pack, unpack
 
     flow, access = env
     branch(flow, ALICE, "refs/agents/alice/main")
@@ -308,8 +309,10 @@ def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable
     assert found is not None
     # the payload, kept apart from the changeset, rewritten in place
     with flow.git.store.transaction():
-        db.execute("UPDATE bodies SET data = replace(data, 'the truth', 'a lie!!!!') "
-                   "WHERE digest = ?", (found.ops[0].payload_digest,))
+        key = bytes.fromhex(found.ops[0].payload_digest or "")
+        data = db.execute("SELECT data FROM bodies WHERE digest = ?", (key,)).fetchone()[0]
+        db.execute("UPDATE bodies SET data = ? WHERE digest = ?",
+                   (pack(unpack(data).replace(b"the truth", b"a lie!!!!")), key))
     cold = GitService(flow.git.store, access)  # no cache: reads storage
     with pytest.raises(Unavailable) as err:
         cold.get_changeset(ALICE, cid)
@@ -317,10 +320,12 @@ def test_tampered_changeset_is_refused_on_read(env: tuple[ReviewFlow, GrantTable
     with pytest.raises(Unavailable):
         cold.context_at(ALICE, P, {"ref_name": "refs/agents/alice/main"})
     # and the changeset's own canonical document rewritten
-    doc = found.document()
-    doc["message"] = "a quiet rewrite"
     with flow.git.store.transaction():
-        db.execute("UPDATE changesets SET doc = ? WHERE id = ?", (canonical.encode(doc), cid))
+        row = db.execute("SELECT doc FROM changesets WHERE id = ?", (bytes.fromhex(cid),))
+        doc = canonical.decode(unpack(row.fetchone()[0]), allow_floats=True)
+        doc["message"] = "a quiet rewrite"
+        db.execute("UPDATE changesets SET doc = ? WHERE id = ?",
+                   (pack(canonical.encode(doc)), bytes.fromhex(cid)))
     with pytest.raises(Unavailable):
         GitService(flow.git.store, access).get_changeset(ALICE, cid)
 

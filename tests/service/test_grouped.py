@@ -23,7 +23,7 @@ from tests.service.conftest import member
 
 def _chain(svc: MemoryService, memory_id: str) -> list[dict[str, Any]]:
     """Changesets of refs/shared/main from the first to the head, following parent_ids."""
-    store, _ = svc.memory_git_backend()
+    store = svc._store
     ref = store.ref(memory_id, SHARED_MAIN)
     out: list[dict[str, Any]] = []
     head = ref.head if ref else None

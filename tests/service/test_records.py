@@ -8,6 +8,7 @@ from palimpsest.errors import Conflict, InvalidInput, NotFound
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
 from tests.service.conftest import FakeClock, member
+from tests.stored import grep_data_dir
 
 
 @pytest.fixture
@@ -78,6 +79,7 @@ def test_erase_removes_bytes_and_reports_unreachable(svc: MemoryService, owner: 
     svc.revise(owner, mem, rec["id"], {"content": secret + " two"})
     other = svc.create_memory(owner, {"name": "o"})["id"]
     elsewhere = svc.remember(owner, other, {"content": "x"})
+    assert grep_data_dir(svc._store.data_dir, "swordfish")  # written where erase must look
     out = svc.erase(owner, mem, {"record_ids": [rec["id"], elsewhere["id"], "hrec_unknown"]})
     assert out == {"object": "memory.erasure", "erased": [rec["id"]],
                    "unreachable": [elsewhere["id"], "hrec_unknown"]}
@@ -85,8 +87,7 @@ def test_erase_removes_bytes_and_reports_unreachable(svc: MemoryService, owner: 
         svc.get_record(owner, mem, rec["id"])
     assert svc.recall(owner, mem, {"text": "swordfish"})["results"] == []
     svc.close()
-    raw = b"".join(p.read_bytes() for p in (svc._store.data_dir).glob("palimpsest.db*"))
-    assert b"swordfish" not in raw
+    assert grep_data_dir(svc._store.data_dir, "swordfish") == []
 
 
 def test_erase_is_for_delete_holders(svc: MemoryService, owner: Caller, mem: str) -> None:

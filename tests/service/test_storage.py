@@ -17,6 +17,7 @@ import pytest
 from palimpsest.errors import Conflict, Unavailable
 from palimpsest.service import MemoryService, history
 from palimpsest.service.model import Caller, Changeset, Op
+from palimpsest.service.storage.pack import pack, unpack
 
 
 def snapshot(svc: MemoryService, caller: Caller, mid: str) -> object:
@@ -49,8 +50,8 @@ def test_tampered_changeset_is_refused_on_read(svc: MemoryService, owner: Caller
     svc.remember(owner, mid, {"content": "original"})
     svc.close()
     db = sqlite3.connect(svc._store.data_dir / "palimpsest.db")
-    doc = db.execute("SELECT doc FROM changesets").fetchone()[0]
-    db.execute("UPDATE changesets SET doc=?", (doc.replace(b'"remember"', b'"forged!!"'),))
+    doc = unpack(db.execute("SELECT doc FROM changesets").fetchone()[0])
+    db.execute("UPDATE changesets SET doc=?", (pack(doc.replace(b'"remember"', b'"forged!!"')),))
     db.commit()
     db.close()
     again = MemoryService(svc._store.data_dir)
@@ -67,7 +68,10 @@ def test_tampered_changeset_is_refused_on_read(svc: MemoryService, owner: Caller
 def test_tampered_body_is_refused(svc: MemoryService, owner: Caller) -> None:
     mid = svc.create_memory(owner, {"name": "m"})["id"]
     rec = svc.remember(owner, mid, {"content": "original"})
-    svc._store._db.execute("UPDATE bodies SET data=replace(data, 'original', 'forgery!')")
+    db = svc._store._db
+    for digest, data in db.execute("SELECT digest, data FROM bodies").fetchall():
+        db.execute("UPDATE bodies SET data=? WHERE digest=?",
+                   (pack(unpack(data).replace(b"original", b"forgery!")), digest))
     with pytest.raises(Unavailable):
         svc.get_record(owner, mid, rec["id"])
 
@@ -206,7 +210,7 @@ def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryServic
                                                                owner: Caller) -> None:
     mid = svc.create_memory(owner, {"name": "m"})["id"]
     # A trigger makes the projection insert fail inside the write, as a full disk would.
-    svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON versions "
+    svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON records "
                            "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
     with pytest.raises(Unavailable) as exc:
         svc.remember(owner, mid, {"content": "lost?"})

@@ -258,8 +258,8 @@ def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: s
 @command.command("migrate")
 @click.pass_context
 def migrate(ctx: click.Context) -> None:
-    """Convert a data directory written by an older version (store schema 1) to one history;
-    the original database is kept beside it as palimpsest.schema1.db."""
+    """Convert a data directory written by an older version (store schema 1 or 2) to the
+    current store; the original database is kept beside it as palimpsest.schema<N>.db."""
     from palimpsest.service.upgrade import migrate as run  # noqa: PLC0415 — rare command
 
     directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()

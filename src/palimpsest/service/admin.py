@@ -19,7 +19,7 @@ from palimpsest.service.model import (
     Member,
     invalid,
 )
-from palimpsest.service.storage.sqlite import hash_secret
+from palimpsest.service.storage.protocol import hash_secret
 
 SECRET_PREFIX = "pal"  # noqa: S105 (a prefix, not a secret)
 

@@ -19,10 +19,8 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.errors import NotFound
 from palimpsest.search.fts import document_text
-from palimpsest.service import history, wire
+from palimpsest.service import history, projection, wire
 from palimpsest.service.access import Tree, View
-from palimpsest.service.memorygit import ops as gitops
-from palimpsest.service.memorygit import records as gitrecords
 from palimpsest.service.model import (
     SHARED_MAIN,
     Caller,
@@ -58,9 +56,45 @@ def _thread(body: RecordBody | None) -> str | None:
     return value[:200] if isinstance(value, str) else None
 
 
-def _head(row: RecordHead | None) -> history.Head | None:
-    return None if row is None else history.Head(row.id, row.memory_id, row.version, row.status,
-                                                 row.body_digest)
+class _Stored:
+    """The entries of the one projection as the record projection of one memory holds them
+    (:class:`palimpsest.service.projection.State`). A record a Memory Git op made shows its
+    fields through its body; one a UHP write made is, to Memory Git, an id and a status. The
+    heads it read are kept for the writes that follow (:meth:`head`)."""
+
+    def __init__(self, core: Core, memory_id: str, *, mine: bool) -> None:
+        self._core = core
+        self._memory = memory_id
+        self._mine = mine  # a Memory Git op: it reads the fields of the records it touches
+        self._heads: dict[str, RecordHead | None] = {}
+
+    @property
+    def project(self) -> str:
+        return self._memory
+
+    def head(self, record_id: str) -> RecordHead | None:
+        """The record's stored head (anywhere), read once per op."""
+        if record_id not in self._heads:
+            self._heads[record_id] = self._core.store.record_head(record_id)
+        return self._heads[record_id]
+
+    def entry(self, record_id: str) -> projection.Entry | None:
+        row = self.head(record_id)
+        if row is None or row.memory_id != self._memory:
+            return None
+        body = self._core.body(row.body_digest) if self._mine else None
+        merged = body is not None and "memory_git_id" in body.attributes
+        return projection.Entry(
+            row.id, projection.fields_of(body) if body is not None and merged else {},
+            row.status, "", "", "", 0,
+            payload={} if merged else dict(projection.EXTERNAL), home=row.memory_id,
+            version=row.version, body_digest=row.body_digest)
+
+    def body(self, entry: projection.Entry) -> RecordBody | None:
+        return self._core.body(entry.body_digest) if entry.body_digest else None
+
+    def member(self, member_id: str) -> Member | None:
+        return self._core.store.member(member_id)
 
 
 class _Discard(Exception):
@@ -264,51 +298,61 @@ class Core:
                 self.apply(cs, op)
         return cs
 
+    def state(self, memory_id: str) -> projection.State:
+        """The entries of ``memory_id``'s record projection as the one projection reads them
+        (for a view that overlays changes on the store's, such as the prime preview)."""
+        return _Stored(self, memory_id, mine=True)
+
     def apply(self, cs: Changeset, op: Op) -> None:
-        """Project one op of an accepted changeset (records, versions, edges, index)."""
-        if op.op_type in gitops.OP_TYPES:  # Memory Git ops map onto the same record ops
-            for step in gitrecords.steps(self, cs, op):
-                if step.body is not None:
-                    self.seal(step.body)
-                self.apply(cs, step.op)
+        """Project one op of an accepted changeset (records, versions, edges, index) through
+        the one projection (:func:`palimpsest.service.projection.apply`)."""
+        state = _Stored(self, cs.memory_id, mine=op.op_type not in projection.UHP_OPS)
+        for change in projection.apply(state, cs, op, 0, strict=False):
+            self._project(cs, change, state.head(change.entry.memory_id))
+
+    def _project(self, cs: Changeset, change: projection.Change, row: RecordHead | None
+                 ) -> None:
+        """Write what one op did to one record (whose stored head is ``row``) into the store."""
+        rid = change.entry.memory_id
+        if change.erased:
+            for fid in self._file_ids(rid):
+                self.store.delete_file(fid)
+            self.store.project_erase(rid)
+            self.store.forget_responses(rid)
             return
-        row = self.store.record_head(op.target or (op.payload or {}).get("record_id", ""))
-        if row is None and op.op_type in ("forget_record", "erase_record"):
-            return  # its record was made by an erased payload: nothing was projected
-        eff = history.effects(cs, op, _head(row))
-        if isinstance(eff, history.NewVersion):
-            body = self._sealed.pop(eff.body_digest, None)
+        if change.version is not None:
+            self._new_version(cs, rid, change.version, row)
+        elif change.retired_at is not None:
+            self.store.project_forget(rid, change.retired_at)
+
+    def _new_version(self, cs: Changeset, rid: str, v: projection.Version,
+                     row: RecordHead | None) -> None:
+        if row is not None and row.memory_id != cs.memory_id:
+            raise invalid("the record already exists in another memory")
+        body = v.body
+        if body is not None:
+            self.seal(body, v.bases)
+        else:
+            body = self._sealed.pop(v.body_digest, None)
             if body is None:
-                stored = self.store.body(eff.body_digest)
-                if stored is not None and history.body_matches(eff.body_digest, stored):
+                stored = self.store.body(v.body_digest)
+                if stored is not None and history.body_matches(v.body_digest, stored):
                     body = RecordBody.from_bytes(stored)
                 # else: erased later in history, or damaged: indexed as nothing
-            extra: dict[str, Any] = {}
-            if eff.on_behalf_of is not None:
-                extra["on_behalf_of"] = eff.on_behalf_of.to_wire()
-            if eff.consolidation_id is not None:
-                extra["consolidation_id"] = eff.consolidation_id
-            rtype = body.type if body else "x.erased"
-            self.store.project_version(
-                record_id=eff.record_id, memory_id=eff.memory_id, version=eff.version,
-                type=rtype, body_digest=eff.body_digest, written_at=eff.written_at,
-                written_by=canonical.encode(eff.written_by.to_wire()).decode(),
-                extra=canonical.encode(extra).decode(), changeset_id=eff.changeset_id,
-                standing=bool(body and body.attributes.get("standing") is True),
-                fts_text=document_text(body.text) if body else "",
-                edges=[(r.record_id, r.rel) for r in body.references] if body else (),
-                existing=row.n if row is not None else None,
-                was_forgotten=row is not None and row.status == "forgotten",
-                thread=_thread(body), when=(body.valid_from if body else None) or eff.written_at)
-        elif isinstance(eff, history.Forgotten):
-            if row is None:  # effects() refuses a forget without a head
-                return
-            self.store.project_forget(eff.record_id, eff.at)
-        else:
-            for fid in self._file_ids(eff.record_id):
-                self.store.delete_file(fid)
-            self.store.project_erase(eff.record_id)
-            self.store.forget_responses(eff.record_id)
+        w = v.writer
+        extra = {k: w[k] for k in ("on_behalf_of", "consolidation_id") if k in w}
+        written_at = str(w["written_at"])
+        self.store.project_version(
+            record_id=rid, memory_id=cs.memory_id, version=row.version + 1 if row else 1,
+            type=body.type if body else "x.erased", body_digest=v.body_digest,
+            written_at=written_at, written_by=canonical.encode(w["written_by"]).decode(),
+            extra=canonical.encode(extra).decode(), changeset_id=cs.id,
+            standing=bool(body and body.attributes.get("standing") is True),
+            fts_text=document_text(body.text) if body else "",
+            edges=[(r.record_id, r.rel) for r in body.references] if body else (),
+            existing=row.n if row is not None else None,
+            was_forgotten=row is not None and row.status == "forgotten",
+            thread=_thread(body), when=(body.valid_from if body else None) or written_at)
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection from the changesets reachable from each memory's
@@ -366,18 +410,15 @@ class Core:
                     out.add(p.file.id)
         return out
 
-    def seal(self, body: RecordBody) -> str:
-        """Store a record body apart from history; returns the digest its op names."""
+    def seal(self, body: RecordBody, bases: Sequence[str] = ()) -> str:
+        """Store a record body apart from history; returns the digest its op names. ``bases``
+        name the stored values it was derived from (a merged record's payload)."""
         digest, data = history.seal_body(body)
-        self.store.put_body(digest, data)
+        self.store.put_body(digest, data, bases)
         self._sealed[digest] = body  # the projection in this transaction needs no re-read
         return digest
 
-    # --- what the projection holds (gitrecords.Reader) -----------------------------------------
-    def head(self, record_id: str) -> history.Head | None:
-        """A record's current projected state."""
-        return _head(self.store.record_head(record_id))
-
+    # --- what the projection holds ------------------------------------------------------------
     def body(self, digest: str) -> RecordBody | None:
         """A stored body that still matches its digest (``None``: erased or damaged)."""
         sealed = self._sealed.get(digest)
@@ -387,10 +428,6 @@ class Core:
         if data is None or not history.body_matches(digest, data):
             return None
         return RecordBody.from_bytes(data)
-
-    def member(self, member_id: str) -> Member | None:
-        """A member (for ``written_by``)."""
-        return self.store.member(member_id)
 
     # --- rendering ------------------------------------------------------------------------
     def version(self, row: StoredVersion, as_of: str | None = None) -> RecordVersion:

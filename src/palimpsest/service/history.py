@@ -8,7 +8,7 @@ expected head; several refs per memory exist side by side (``refs/agents/<member
 added by the review workflow), each with its own CAS.
 
 Records, versions and the search index are *projections* of the changesets reachable from
-``refs/shared/main``: :func:`effects` turns one op into the projection steps storage applies, in
+``refs/shared/main``: :mod:`palimpsest.service.projection` turns each op into what changes, in
 the same transaction as the changeset, and ``rebuild`` replays them from scratch.
 
 What a client states is not inside the changeset's canonical bytes: a UHP op names the digest
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Final
 
 from palimpsest import canonical
@@ -181,80 +181,10 @@ def body_matches(digest_hex: str, data: bytes) -> bool:
     return hashlib.sha256(data).hexdigest() == digest_hex
 
 
-# --- projection --------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Head:
-    """What the projection knows about a record before an op applies."""
-
-    record_id: str
-    memory_id: str
-    version: int
-    status: str
-    body_digest: str
-
-
-@dataclass(frozen=True, slots=True)
-class NewVersion:
-    """Insert version ``version``; the previous one (if any) is superseded at ``written_at``."""
-
-    record_id: str
-    memory_id: str
-    version: int
-    body_digest: str
-    written_at: str
-    written_by: Principal
-    changeset_id: str
-    on_behalf_of: Principal | None
-    consolidation_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Forgotten:
-    """Mark the current version forgotten at ``at``."""
-
-    record_id: str
-    at: str
-
-
-@dataclass(frozen=True, slots=True)
-class Erased:
-    """Remove every version, body and index entry of the record."""
-
-    record_id: str
-
-
-Effect = NewVersion | Forgotten | Erased
-
-
+# --- writers -----------------------------------------------------------------------------------
 def principal_of(value: Any) -> Principal:
     """``{kind, id, type?}`` from a payload."""
     return Principal(value["kind"], value["id"], value.get("type"))
-
-
-def effects(cs: Changeset, op: Op, head: Head | None) -> Effect:
-    """The projection step of one op given the record's current head (``None``: no record).
-
-    Raises memory_invalid when the op targets a record that the projection does not hold, or
-    adds one that already exists.
-    """
-    p = op.payload or {}
-    if op.op_type == "add_record":
-        if head is not None:
-            raise invalid("add_record: the record already exists")
-        return NewVersion(p["record_id"], cs.memory_id, 1, p["body_digest"], p["written_at"],
-                          principal_of(p["written_by"]), cs.id,
-                          principal_of(p["on_behalf_of"]) if p.get("on_behalf_of") else None,
-                          p.get("consolidation_id"))
-    if head is None or head.memory_id != cs.memory_id:
-        raise invalid(f"{op.op_type}: the target record is not in this memory")
-    if op.op_type == "revise_record":
-        return NewVersion(head.record_id, cs.memory_id, head.version + 1, p["body_digest"],
-                          p["written_at"], principal_of(p["written_by"]), cs.id,
-                          principal_of(p["on_behalf_of"]) if p.get("on_behalf_of") else None,
-                          p.get("consolidation_id"))
-    if op.op_type == "forget_record":
-        return Forgotten(head.record_id, p["written_at"])
-    return Erased(head.record_id)
 
 
 def writer_payload(written_at: str, writer: Principal, *, on_behalf_of: Principal | None = None,

@@ -33,12 +33,11 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, providers, sessions
+from palimpsest.service import grouped, projection, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memorygit import dossier
 from palimpsest.service.memorygit import log as gitlog
-from palimpsest.service.memorygit import records as gitrecords
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
@@ -65,7 +64,8 @@ from palimpsest.service.ops import (
     snapshots,
     tree,
 )
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage import open_store
+from palimpsest.service.storage.protocol import ReviewStore
 
 Clock = Callable[[], int]  # epoch milliseconds
 
@@ -84,7 +84,7 @@ class MemoryService:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
-        self._store = SqliteStore(data_dir, durability=durability)
+        self._store = open_store(self.data_dir, durability=durability)
         self._core = Core(self._store, clock)
         self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
 
@@ -183,17 +183,18 @@ class MemoryService:
         """The caller for a member id (used by in-process integrations and tests)."""
         return self._core.caller_for(member_id)
 
-    def memory_git_backend(self) -> tuple[SqliteStore, Callable[[Changeset], None]]:
-        """The store Memory Git shares (one database, one transaction per write) and the
-        projector that applies a changeset accepted on ``refs/shared/main`` to records and the
-        search index (call it inside the store's write transaction)."""
+    def memory_git_backend(self) -> tuple[ReviewStore, Callable[[Changeset], None]]:
+        """Memory Git's review tables over the service's store (one database, one transaction
+        per write) and the projector that applies a changeset accepted on
+        ``refs/shared/main`` to records and the search index (call it inside the store's write
+        transaction)."""
         core = self._core
 
         def project(cs: Changeset) -> None:
             for op in cs.ops:
                 core.apply(cs, op)
 
-        return self._store, project
+        return self._store.review_store(), project
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
@@ -458,10 +459,10 @@ class MemoryService:
 
     def _recorded(self, memory_id: str, record_id: str) -> Wire | None:
         with self._store.read():
-            head = self._core.head(record_id)
+            head = self._store.record_head(record_id)
             body = (self._core.body(head.body_digest)
                     if head is not None and head.memory_id == memory_id else None)
-        return gitrecords.fields_of(body) if body is not None else None
+        return projection.before_values(body) if body is not None else None
 
     def _flow(self) -> ReviewFlow:
         return self._review_gate().flow

@@ -1,7 +1,10 @@
-"""``pal admin migrate``: convert a data directory written by the store of schema 1 (two models
-stitched together) into one history (schema 2), keeping the original file beside it.
+"""``pal admin migrate``: convert a data directory written by an older store into the current
+one (schema 3), keeping the original file beside it.
 
-What changes, and why it is safe:
+From schema 2 (one history, kept as plain JSON): every changeset, ref, body, payload and
+stored response carries over unchanged (ids and digests stay), into the compact layout of
+schema 3; the projections are derived again. From schema 1 (two models stitched together),
+what changes, and why it is safe:
 
 - every changeset is rewritten in append order (parents first) into the one changeset model:
   a record body is named by its plain content address (the old salted digest dropped), a
@@ -16,8 +19,8 @@ What changes, and why it is safe:
   Memory Git request made before the migration fails closed (its old request digest is not
   kept), so nothing is ever written twice.
 
-The old database stays as ``palimpsest.schema1.db`` in the data directory; nothing else of the
-directory (file bytes, the merge key) is touched.
+The old database stays as ``palimpsest.schema<N>.db`` in the data directory; nothing else of
+the directory (file bytes, the merge key) is touched.
 """
 
 from __future__ import annotations
@@ -29,16 +32,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from palimpsest.errors import Conflict, InvalidInput
+from palimpsest.errors import Conflict, InvalidInput, Unavailable
 from palimpsest.service import history
 from palimpsest.service.core import Core
 from palimpsest.service.memorygit.review import Proposal
-from palimpsest.service.model import CHANGESET_EXTRA, Changeset, Op, Ref, Wire
-from palimpsest.service.storage import schema1
-from palimpsest.service.storage.memorygit import GitStore, changeset_key, proposal_key
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.model import CHANGESET_EXTRA, Changeset, Op, Ref, Wire, unavailable
+from palimpsest.service.storage import SCHEMA_VERSION, open_import_target, schema1, schema2
+from palimpsest.service.storage.protocol import ImportTarget, changeset_key, proposal_key
 
-KEPT = "palimpsest.schema1.db"
 WORK = "migrating"
 _BODIED = ("add_record", "revise_record")
 
@@ -54,7 +55,7 @@ def _swap(value: Any, names: Mapping[str, str]) -> Any:
     return value
 
 
-def _convert(doc: Mapping[str, Any], old: schema1.Schema1, new: SqliteStore,
+def _convert(doc: Mapping[str, Any], old: schema1.Schema1, new: ImportTarget,
              names: Mapping[str, str]) -> Changeset:
     """One schema-1 changeset document in the one changeset model (its bodies stored)."""
     ops = []
@@ -84,7 +85,36 @@ def _proposal_digest(doc: Mapping[str, Any]) -> str:
         selected_ops=tuple(doc["selected_ops"]), created_at=doc["created_at"]).digest()
 
 
-def _copy(old: schema1.Schema1, new: SqliteStore) -> int:
+def kept_name(schema: int) -> str:
+    """Where the original database stays after a migration from ``schema``."""
+    return f"palimpsest.schema{schema}.db"
+
+
+def _copy2(old: schema2.Schema2, new: ImportTarget) -> int:
+    """Everything of a schema-2 store into the new one, unchanged; returns changesets."""
+    for table in schema2.PLAIN:
+        names_of_columns, rows = old.rows(table)
+        new.import_rows(table, names_of_columns, rows)
+    count = 0
+    for cs in old.history():
+        history.verify(cs)  # a damaged old store is refused, never carried over silently
+        new.insert_changeset(cs)
+        for op in cs.ops:  # a UHP op's body (a merged record's is derived again)
+            digest = (op.payload or {}).get("body_digest") if op.payload_digest is None else None
+            data = old.stored(digest) if isinstance(digest, str) else None
+            if data is not None and history.body_matches(str(digest), data):
+                new.put_body(str(digest), data)
+        count += 1
+    for ref in old.refs():
+        new.import_ref(ref)
+    for doc, seq in old.proposals_with_seq():
+        new.import_proposal(doc, seq)
+    for principal, scope, key, digest, response, at in old.idempotency():
+        new.remember_response(principal, scope, key, digest, response, at)
+    return count
+
+
+def _copy(old: schema1.Schema1, new: ImportTarget) -> int:
     """Everything of the old store into the new one, ids rewritten; returns changesets."""
     names: dict[str, str] = {}
     for table in schema1.PLAIN:
@@ -121,35 +151,49 @@ def _copy(old: schema1.Schema1, new: SqliteStore) -> int:
     return count
 
 
+def _schema_of(db_path: Path) -> int:
+    """The schema an old database says it has (it is not changed)."""
+    for reader in (schema1.Schema1, schema2.Schema2):
+        try:
+            reader(db_path).close()
+        except Unavailable:
+            continue
+        return int(reader.SCHEMA)
+    raise unavailable(f"{db_path} is not a store of schema 1 or 2; nothing to migrate "
+                      f"(this version writes schema {SCHEMA_VERSION})")
+
+
 def migrate(data_dir: Path) -> Wire:
-    """Convert ``data_dir`` from schema 1 to schema 2 (see the module docs).
+    """Convert ``data_dir`` from schema 1 or 2 to the current one (see the module docs).
 
     Raises:
         InvalidInput: the directory holds no store at all.
         Conflict: a migration was already started here (its leftovers are named).
-        Unavailable: the store there is not of schema 1 (nothing is changed).
+        Unavailable: the store there is not of an older schema (nothing is changed).
     """
     db_path = data_dir / "palimpsest.db"
-    kept = data_dir / KEPT
     work = data_dir / WORK
     if not db_path.is_file():
         raise InvalidInput(f"there is no store in {data_dir}", code="no_store",
                            hint="name the data directory with pal admin --data-dir DIR migrate")
-    if kept.exists() or work.exists():
-        raise Conflict(f"{kept.name} or {work.name}/ already exists in {data_dir}: a migration "
-                       "was started here before", code="migration_started",
+    started = [p for p in (*(data_dir / kept_name(n) for n in (1, 2)), work) if p.exists()]
+    if started:
+        kept = started[0] if started[0] != work else data_dir / kept_name(1)
+        raise Conflict(f"{started[0].name} already exists in {data_dir}: a migration was "
+                       "started here before", code="migration_started",
                        hint=f"if {db_path.name} is not yet converted, move {kept.name} back "
                        f"to {db_path.name}, remove {work.name}/ and run it again")
     schema1.checkpoint(db_path)
-    old = schema1.Schema1(db_path)  # refuses anything but schema 1, before a byte is copied
-    old.close()
+    schema = _schema_of(db_path)  # refuses anything else, before a byte is copied
+    kept = data_dir / kept_name(schema)
     shutil.copy2(db_path, kept)
-    old = schema1.Schema1(kept)
-    new = SqliteStore(work)
+    old = schema1.Schema1(kept) if schema == 1 else schema2.Schema2(kept)
+    new = open_import_target(work)
     try:
-        GitStore(new)  # Memory Git's tables
+        new.review_store()  # Memory Git's tables
         with new.write():
-            changesets = _copy(old, new)
+            changesets = _copy2(old, new) if isinstance(old, schema2.Schema2) \
+                else _copy(old, new)
         report = Core(new, None).rebuild(repair=True)
     finally:
         new.close()
@@ -158,9 +202,9 @@ def migrate(data_dir: Path) -> Wire:
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     os.replace(work / "palimpsest.db", db_path)
     shutil.rmtree(work)
-    return {"object": "memory.migration", "from_schema": 1, "to_schema": 2,
+    return {"object": "memory.migration", "from_schema": schema, "to_schema": SCHEMA_VERSION,
             "changesets": changesets, "records": report["records"],
             "versions": report["versions"], "kept": str(kept)}
 
 
-__all__ = ["KEPT", "migrate"]
+__all__ = ["kept_name", "migrate"]

@@ -25,8 +25,7 @@ from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
 from palimpsest.service.memorygit.repository import GitService, Projector, member_of
 from palimpsest.service.model import Caller, Wire, forbidden, not_found
-from palimpsest.service.storage.memorygit import GitStore
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage.protocol import ReviewStore
 
 KEY_FILE = "merge-hmac.key"
 
@@ -61,8 +60,9 @@ class Host(Protocol):
     def data_dir(self) -> Path:
         """Where the merge key file lives when no key is configured."""
 
-    def memory_git_backend(self) -> tuple[SqliteStore, Projector]:
-        """The shared store and the projector of accepted changesets."""
+    def memory_git_backend(self) -> tuple[ReviewStore, Projector]:
+        """Memory Git's tables over the shared store, and the projector of accepted
+        changesets."""
 
     def caller(self, member_id: str) -> Caller:
         """The caller a member id stands for."""
@@ -95,7 +95,7 @@ def open_flow(svc: Host, ring: KeyRing | None = None) -> ReviewFlow:
     changesets into records and the search index in the same transaction.
     """
     store, projector = svc.memory_git_backend()
-    git = GitService(GitStore(store), ServiceAccess(svc), projector=projector)
+    git = GitService(store, ServiceAccess(svc), projector=projector)
     data_dir = Path(svc.data_dir)
     return ReviewFlow(git, ring or (lambda: load_key_ring(data_dir)))
 

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.service import history, wire
+from palimpsest.service import history, projection, wire
 from palimpsest.service.core import Core
-from palimpsest.service.memorygit import ops as gitops
-from palimpsest.service.memorygit import records as gitrecords
 from palimpsest.service.model import (
     Caller,
     Changeset,
@@ -92,58 +89,63 @@ def prime(core: Core, caller: Caller, memory_id: str, budget: Any) -> Wire:
 
 class Overlay:
     """The record projection as it would stand after some accepted changesets, kept in
-    memory over the store's (a :class:`palimpsest.service.memorygit.records.Reader`): each op
-    takes exactly the steps :meth:`Core.apply` takes (the Memory Git steps, then
-    :func:`history.effects`), but what they change lands here, never in the store."""
+    memory over the store's: each op goes through the one projection
+    (:func:`palimpsest.service.projection.apply`, exactly what :meth:`Core.apply` runs), with
+    the entries it reads taken from the changes so far, then the store's; what it changes
+    lands here, never in the store (a :class:`palimpsest.service.projection.State`)."""
 
-    def __init__(self, core: Core) -> None:
+    def __init__(self, core: Core, memory_id: str) -> None:
         self.core = core
-        self.heads: dict[str, history.Head | None] = {}
+        self._stored = core.state(memory_id)
+        self.entries: dict[str, projection.Entry] = {}
         self.made: dict[str, RecordVersion | None] = {}  # changed records, in order of change
         self.bodies: dict[str, RecordBody] = {}
 
-    def head(self, record_id: str) -> history.Head | None:
-        """A record's head after the changes so far."""
-        return self.heads[record_id] if record_id in self.heads else self.core.head(record_id)
+    @property
+    def project(self) -> str:
+        """The memory the changesets belong to."""
+        return self._stored.project
 
-    def body(self, digest: str) -> RecordBody | None:
-        """A body made by the changes so far, or a stored one."""
-        return self.bodies.get(digest) or self.core.body(digest)
+    def entry(self, record_id: str) -> projection.Entry | None:
+        """A record's entry after the changes so far."""
+        if record_id in self.entries:
+            return self.entries[record_id]
+        return self._stored.entry(record_id)
+
+    def body(self, entry: projection.Entry) -> RecordBody | None:
+        """A record's current body: made by the changes so far, or a stored one."""
+        digest = entry.body_digest
+        return (self.bodies.get(digest) or self.core.body(digest)) if digest else None
 
     def member(self, member_id: str) -> Member | None:
         """A member, for ``written_by``."""
-        return self.core.member(member_id)
+        return self._stored.member(member_id)
 
     def apply(self, cs: Changeset, op: Op) -> None:
         """Apply one op of an accepted changeset to the overlay."""
-        if op.op_type in gitops.OP_TYPES:
-            for step in gitrecords.steps(self, cs, op):
-                if step.body is not None:
-                    self.bodies[history.seal_body(step.body)[0]] = step.body
-                self.apply(cs, step.op)
-            return
-        record_id = op.target or str((op.payload or {}).get("record_id", ""))
-        head = self.head(record_id)
-        if head is None and op.op_type in ("forget_record", "erase_record"):
-            return
-        eff = history.effects(cs, op, head)
-        self.made.pop(record_id, None)  # keep the order of the last change
-        if isinstance(eff, history.NewVersion):
-            body = self.body(eff.body_digest)
-            self.heads[record_id] = history.Head(record_id, eff.memory_id, eff.version,
-                                                 "active", eff.body_digest)
-            self.made[record_id] = None if body is None else RecordVersion(
-                id=record_id, memory_id=eff.memory_id, version=eff.version, status="active",
-                supersedes=eff.version - 1 if eff.version > 1 else None, body=body,
-                written_at=eff.written_at, invalidated_at=None, written_by=eff.written_by,
-                changeset_id=eff.changeset_id, on_behalf_of=eff.on_behalf_of,
-                consolidation_id=eff.consolidation_id)
-        elif isinstance(eff, history.Forgotten) and head is not None:
-            self.heads[record_id] = replace(head, status="forgotten")
-            self.made[record_id] = None
-        else:
-            self.heads[record_id] = None
-            self.made[record_id] = None
+        for change in projection.apply(self, cs, op, 0, strict=False):
+            entry = change.entry
+            rid = entry.memory_id
+            self.entries[rid] = entry
+            self.made.pop(rid, None)  # keep the order of the last change
+            self.made[rid] = None
+            v = change.version
+            if v is None or change.erased:
+                continue
+            if v.body is not None:
+                self.bodies[v.body_digest] = v.body
+            body = self.bodies.get(v.body_digest) or self.core.body(v.body_digest)
+            if body is None:
+                continue
+            w = v.writer
+            self.made[rid] = RecordVersion(
+                id=rid, memory_id=entry.home or cs.memory_id, version=entry.version,
+                status="active", supersedes=entry.version - 1 if entry.version > 1 else None,
+                body=body, written_at=str(w["written_at"]), invalidated_at=None,
+                written_by=history.principal_of(w["written_by"]), changeset_id=cs.id,
+                on_behalf_of=history.principal_of(w["on_behalf_of"])
+                if "on_behalf_of" in w else None,
+                consolidation_id=w.get("consolidation_id"))
 
 
 def _standing_after(core: Core, memory_id: str, rows: Sequence[StoredVersion],
@@ -174,7 +176,7 @@ def preview(core: Core, caller: Caller, memory_id: str, budget: Any,
         rows = core.store.standing_rows(memory_id)
         kids = [view.tree.nodes[c] for c in view.readable_children(memory_id)]
         now = [core.render(view, core.version(r)) for r in rows]
-        overlay = Overlay(core)
+        overlay = Overlay(core, memory_id)
         for cs in pending:
             for op in cs.ops:
                 overlay.apply(cs, op)

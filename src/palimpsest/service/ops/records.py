@@ -12,7 +12,6 @@ from palimpsest.errors import Forbidden
 from palimpsest.service import history, providers, wire
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
-from palimpsest.service.memorygit.records import carriers
 from palimpsest.service.model import (
     MEMORY_FORBIDDEN,
     Caller,
@@ -29,6 +28,7 @@ from palimpsest.service.model import (
     unsupported,
 )
 from palimpsest.service.ops import tree
+from palimpsest.service.projection import erasure
 
 
 def _resolve_parts(core: Core, caller_id: str,
@@ -285,30 +285,22 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
                             code=MEMORY_FORBIDDEN)
 
     def apply(k: str) -> Wire:
-        erased: list[str] = []
-        unreachable: list[str] = []
-        ops: list[Op] = []
-        history_of = list(core.store.changesets(memory_id))
-        payloads: list[str] = []
-        names: set[str] = set()
-        for rid in rids:
-            head = core.store.record_head(rid)
-            if head is None or head.memory_id != memory_id:
-                unreachable.append(rid)  # not held here: nothing this call can guarantee
-                continue
-            ops.append(Op("erase_record", rid,
-                          history.writer_payload(core.now_iso(), caller.writer)))
-            found, named, borrowed = carriers(history_of, rid)
-            payloads += found
-            names |= named
-            # a correction that kept another record's words: those bytes are that record's
-            (unreachable if borrowed else erased).append(rid)
-        if ops:
-            core.commit(memory_id, caller.writer, k, ops, "erase")
+        held = [rid for rid in rids if (h := core.store.record_head(rid)) is not None
+                and h.memory_id == memory_id]
+        if held:
+            payloads, names, kept = erasure(core.store.changesets(memory_id), held,
+                                            lambda rid: core.store.record_head(rid) is not None)
+            core.commit(memory_id, caller.writer, k, [
+                Op("erase_record", rid, history.writer_payload(core.now_iso(), caller.writer))
+                for rid in held], "erase")
             core.store.erase_payloads(payloads)
             for name in sorted(names):
                 core.store.forget_responses(name)
-        return {"object": "memory.erasure", "erased": erased, "unreachable": unreachable}
+        else:
+            kept = set()
+        # not held here, or its words still in a correction that kept them: no guarantee
+        return {"object": "memory.erasure", "erased": [r for r in held if r not in kept],
+                "unreachable": [r for r in rids if r not in held or r in kept]}
 
     out = core.idempotent(caller, memory_id, "erase", {"record_ids": rids}, key, apply, check)
     if out["erased"]:

@@ -20,15 +20,16 @@ Changesets are returned as stored documents; the service verifies their integrit
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, NotFound
 from palimpsest.service.model import Changeset
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage.protocol import changeset_key, proposal_key
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS mg_proposals (
@@ -56,15 +57,35 @@ INSERT OR IGNORE INTO mg_seq VALUES (1, 0);
 """
 
 
-def changeset_key(key: str) -> str:
-    """Where a Memory Git commit's in-body idempotency key lives in the one idempotency table
-    (a space: no ``Idempotency-Key`` header can name it, so no UHP key can collide)."""
-    return f"changeset {key}"
+class Host(Protocol):
+    """What the review tables need of the embedded store they live beside."""
 
+    lock: threading.RLock
 
-def proposal_key(key: str) -> str:
-    """Where a proposal's in-body idempotency key lives (see :func:`changeset_key`)."""
-    return f"proposal {key}"
+    def connection(self) -> sqlite3.Connection:
+        """The store's connection (statements run inside its transactions)."""
+
+    def write(self) -> AbstractContextManager[None]:
+        """One write transaction (nested calls join it)."""
+
+    def read(self) -> AbstractContextManager[None]:
+        """A consistent read."""
+
+    def changeset(self, cid: str) -> Changeset | None:
+        """A stored changeset with its payloads."""
+
+    def insert_changeset(self, cs: Changeset) -> None:
+        """Append a changeset."""
+
+    def erase_generation(self) -> int:
+        """Bumped by every erase."""
+
+    def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
+        """``(request digest, stored response)`` for a used key."""
+
+    def remember_response(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
+                          response: Any, now: int) -> None:
+        """Store the response of a first request under its key."""
 
 
 def _dump(doc: Any) -> str:
@@ -76,9 +97,9 @@ def _load(text: str) -> Any:
 
 
 class GitStore:
-    """Memory Git tables over the service's :class:`SqliteStore` (same connection and lock)."""
+    """Memory Git tables over the service's embedded store (same connection and lock)."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Host) -> None:
         """Create the Memory Git tables in ``store``'s database if needed."""
         self.store = store
         self._db = store.connection()
@@ -160,13 +181,8 @@ class GitStore:
                object_id: str, now: str) -> None:
         """Record a key's first use in the one idempotency table; a concurrent first use of
         the same key is a conflict (the unique key decides, in SQLite as in a server DB)."""
-        try:
-            self._db.execute("INSERT INTO idempotency VALUES (?,?,?,?,?,?)",
-                             (principal, scope, key, digest,
-                              canonical.encode({"id": object_id}), _epoch_ms(now)))
-        except sqlite3.IntegrityError as exc:
-            raise Conflict("a concurrent request used this idempotency key",
-                           code="idempotency_race", hint="retry to read the winner") from exc
+        self.store.remember_response(principal, scope, key, digest, {"id": object_id},
+                                     _epoch_ms(now))
 
     def proposals(self, project: str, status: str | None) -> list[dict[str, Any]]:
         """Proposals of a project, newest first."""
@@ -430,4 +446,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore", "changeset_key", "proposal_key"]
+__all__ = ["GitStore", "Host"]

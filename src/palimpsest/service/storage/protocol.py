@@ -28,6 +28,7 @@ implementation keeps:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -66,6 +67,9 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
+
+    def review_store(self) -> ReviewStore:
+        """Memory Git's review tables over this store, in the same transactions (made once)."""
 
     # --- tree and grants -----------------------------------------------------------------------
     def tree_generation(self) -> int:
@@ -202,8 +206,12 @@ class Store(Protocol):
         (a UHP write, a Memory Git commit or merge): they may carry its content."""
 
     # --- bodies and erase ----------------------------------------------------------------------
-    def put_body(self, digest: str, data: bytes) -> None:
-        """Store content-addressed bytes (a record body or a kept-apart payload) once."""
+    def put_body(self, digest: str, data: bytes, bases: Sequence[str] = ()) -> None:
+        """Store content-addressed bytes (a record body or a kept-apart payload) once.
+        ``bases`` name stored values the bytes were derived from (the payload a merged
+        record was made of, the version it revises): a store may keep them as a delta of
+        those, so their words take their space once; reading never needs to know. Erasing a
+        base never takes a value derived from it along (it is kept whole first)."""
 
     def body(self, digest: str) -> bytes | None:
         """The bytes stored under ``digest``, ``None`` once erased."""
@@ -331,8 +339,6 @@ class Store(Protocol):
         """Documents of one kind for a memory, newest first."""
 
 
-
-
 class ReviewStore(Protocol):
     """What Memory Git's review flow needs of a store: the same history (changesets and refs
     of :class:`Store`) and its own tables — proposals, reviews, single-use merge nonces, the
@@ -438,4 +444,40 @@ class ReviewStore(Protocol):
 
 
 
-__all__ = ["ReviewStore", "Store"]
+class ImportTarget(Store, Protocol):
+    """A new store being filled from one of an older schema (``pal admin migrate`` only)."""
+
+    def import_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+                    ) -> None:
+        """Carry rows of an older store over as they are."""
+
+    def import_document(self, table: str, columns: Sequence[str], values: Sequence[Any],
+                        doc: Any) -> None:
+        """One JSON document row of an older store, its document rewritten."""
+
+    def import_proposal(self, doc: Any, seq: int) -> None:
+        """A proposal of an older store; review sequence numbers continue after it."""
+
+    def import_ref(self, ref: Ref) -> None:
+        """A ref of an older store, its head already rewritten."""
+
+
+def hash_secret(secret: str) -> str:
+    """How every store keeps a credential: credentials are random 256-bit secrets, so one
+    SHA-256 pass (hex) is the right hash."""
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+def changeset_key(key: str) -> str:
+    """Where a Memory Git commit's in-body idempotency key lives in the one idempotency table
+    (a space: no ``Idempotency-Key`` header can name it, so no UHP key can collide)."""
+    return f"changeset {key}"
+
+
+def proposal_key(key: str) -> str:
+    """Where a proposal's in-body idempotency key lives (see :func:`changeset_key`)."""
+    return f"proposal {key}"
+
+
+__all__ = ["ImportTarget", "ReviewStore", "Store", "changeset_key", "hash_secret",
+           "proposal_key"]

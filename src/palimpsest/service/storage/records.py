@@ -12,12 +12,19 @@ from collections.abc import Sequence
 from typing import Any
 
 from palimpsest.search.fts import match_terms
+from palimpsest.service.storage.changesets import ChangesetRows, digest_key
+from palimpsest.service.storage.pack import id_bytes, id_letters
 from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredVersion
-from palimpsest.service.storage.schema import BM25, Statements, load
+from palimpsest.service.storage.schema import BM25, load
 
 
-class RecordRows(Statements):
-    """Projection writes and record reads over ``_db``."""
+class RecordRows(ChangesetRows):
+    """Projection writes and record reads over ``_db``.
+
+    A record's current version lives in its ``records`` row (most records never have
+    another); ``versions`` keeps the versions it superseded, keyed by the record's row."""
+
+    _writers: dict[int, Any]
 
     def _count(self, memory_id: str, delta: int) -> None:
         self._x("INSERT INTO memory_counts VALUES (?, ?) ON CONFLICT(memory_id) DO UPDATE "
@@ -26,9 +33,12 @@ class RecordRows(Statements):
     # --- projection -----------------------------------------------------------------------
     def record_head(self, record_id: str) -> RecordHead | None:
         """The current state of a record, ``None`` when the projection holds none."""
-        r = self._one("SELECT n, id, memory_id, type, version, status, written_at, body_digest "
-                      "FROM records WHERE id=?", (record_id,))
-        return RecordHead(*tuple(r)) if r is not None else None
+        r = self._one("SELECT n, id, mem, type, version, status, written_at, body "
+                      "FROM records WHERE id=?", (record_key(record_id),))
+        if r is None:
+            return None
+        return RecordHead(r["n"], record_id, self._name(r["mem"]), r["type"], r["version"],
+                          r["status"], r["written_at"], _hex(r["body"]))
 
     def project_version(self, *, record_id: str, memory_id: str, version: int, type: str,
                         body_digest: str, written_at: str, written_by: str, extra: str,
@@ -37,31 +47,36 @@ class RecordRows(Statements):
                         was_forgotten: bool = False, thread: str | None = None,
                         when: str | None = None) -> None:
         """Apply a new version: supersede the previous one, move the record, reindex."""
-        if version > 1:
-            self._x("UPDATE versions SET invalidated_at=? WHERE record_id=? AND version=?",
-                    (written_at, record_id, version - 1))
-        self._x("INSERT INTO versions VALUES (?,?,?,?,?,NULL,NULL,?,?,?)",
-                (record_id, version, memory_id, body_digest, written_at, written_by, extra,
-                 changeset_id))
+        body = _key_of(body_digest)
+        writer = self._key(written_by)
+        cs = self._seq(changeset_id)
+        kept_extra = None if extra == "{}" else extra
+        kept_when = None if when == written_at else when  # the default is derived
         if existing is None:
-            prev = self._previous_episode(memory_id, None, None, thread) \
+            mem = self._key(memory_id)
+            prev = self._previous_episode(mem, None, None, thread) \
                 if type == "episode" else None
             context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
-                "INSERT INTO records (id, memory_id, type, version, status, written_at, "
-                "body_digest, standing, context_src, thread, when_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (record_id, memory_id, type, version, "active", written_at, body_digest,
-                 int(standing), prev["id"] if prev is not None else None, thread, when))
+                "INSERT INTO records (id, mem, type, version, status, written_at, body, "
+                "writer, cs, extra, standing, context_src, thread, when_at) "
+                "VALUES (?,?,?,?,'active',?,?,?,?,?,?,?,?,?)",
+                (record_key(record_id), mem, type, version, written_at, body, writer, cs,
+                 kept_extra, int(standing), prev["id"] if prev is not None else None,
+                 thread, kept_when))
             n = cur.lastrowid
             self._count(memory_id, 1)
         else:
             n = existing
             if was_forgotten:
                 self._count(memory_id, 1)
-            self._x("UPDATE records SET version=?, status='active', written_at=?, "
-                    "body_digest=?, standing=?, thread=?, when_at=? WHERE n=?",
-                    (version, written_at, body_digest, int(standing), thread, when, n))
+            self._x("INSERT INTO versions SELECT n, version, body, written_at, ?, forgotten_at, "
+                    "writer, cs, extra FROM records WHERE n=?", (written_at, n))
+            self._x("UPDATE records SET version=?, status='active', written_at=?, body=?, "
+                    "writer=?, cs=?, extra=?, forgotten_at=NULL, standing=?, thread=?, "
+                    "when_at=? WHERE n=?",
+                    (version, written_at, body, writer, cs, kept_extra, int(standing), thread,
+                     kept_when, n))
             row = self._one("SELECT context FROM record_fts WHERE rowid=?", (n,))
             context = row["context"] if row is not None else ""  # kept as first written
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
@@ -72,14 +87,15 @@ class RecordRows(Statements):
         for dst, rel in edges:
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
 
-    def _previous_episode(self, memory_id: str, before: int | None, skip: str | None,
+    def _previous_episode(self, mem: int, before: int | None, skip: str | None,
                           thread: str | None) -> sqlite3.Row | None:
-        """The episode written last in ``memory_id`` (before row ``before``; not ``skip``),
+        """The episode written last in memory ``mem`` (before row ``before``; not ``skip``),
         or ``None`` when it belongs to another conversation than ``thread``: the words that
         closed the last conversation are not the context of the first turn of a new one."""
-        prev = self._one("SELECT n, id, thread FROM records WHERE memory_id=? AND "
+        prev = self._one("SELECT n, id, thread FROM records WHERE mem=? AND "
                          "type='episode' AND (? IS NULL OR n < ?) AND id IS NOT ? "
-                         "ORDER BY n DESC LIMIT 1", (memory_id, before, before, skip))
+                         "ORDER BY n DESC LIMIT 1",
+                         (mem, before, before, record_key(skip) if skip else None))
         if prev is not None and thread is not None and prev["thread"] != thread:
             return None
         return prev
@@ -93,39 +109,40 @@ class RecordRows(Statements):
         head = self.record_head(record_id)
         if head is None:
             return
-        self._x("UPDATE versions SET forgotten_at=? WHERE record_id=? AND version=?",
-                (at, record_id, head.version))
-        self._x("UPDATE records SET status='forgotten' WHERE n=?", (head.n,))
+        self._x("UPDATE records SET status='forgotten', forgotten_at=? WHERE n=?", (at, head.n))
         if head.status == "active":
             self._count(head.memory_id, -1)
 
     def project_erase(self, record_id: str) -> list[str]:
-        """Remove every version, body and index entry; returns the file sha256s it named."""
+        """Remove every version, body and index entry; returns the body digests it named (a
+        body another record also holds — two equal turns — stays that record's)."""
         head = self.record_head(record_id)
-        digests = [r["body_digest"] for r in self._q(
-            "SELECT body_digest FROM versions WHERE record_id=?", (record_id,))]
-        for d in digests:
-            # content-addressed: the same body may also be another record's (two equal turns)
-            self._x("DELETE FROM bodies WHERE digest=? AND NOT EXISTS (SELECT 1 FROM versions "
-                    "WHERE body_digest=? AND record_id<>?)", (d, d, record_id))
-        self._x("DELETE FROM versions WHERE record_id=?", (record_id,))
+        if head is None:
+            return []
+        keys = [head.body_digest, *(_hex(r["body"]) for r in self._q(
+            "SELECT body FROM versions WHERE n=?", (head.n,)))]
+        for d in dict.fromkeys(keys):
+            key = _key_of(d)
+            if self._one("SELECT 1 FROM records WHERE body=? AND n<>? UNION ALL "
+                         "SELECT 1 FROM versions WHERE body=? AND n<>? LIMIT 1",
+                         (key, head.n, key, head.n)) is None:
+                self._drop_body(d)
+        self._x("DELETE FROM versions WHERE n=?", (head.n,))
         self._x("DELETE FROM edges WHERE src=?", (record_id,))
-        if head is not None:
-            if head.status == "active":
-                self._count(head.memory_id, -1)
-            self._x("DELETE FROM record_fts WHERE rowid=?", (head.n,))
-            self._x("DELETE FROM records WHERE n=?", (head.n,))
-            # Episodes indexed with this record's words as context take the episode before
-            # it instead, exactly as a rebuild (where this record is never an episode) does.
-            for dep in self._q("SELECT n, memory_id, thread FROM records WHERE context_src=?",
-                               (record_id,)):
-                prev = self._previous_episode(dep["memory_id"], dep["n"], record_id,
-                                              dep["thread"])
-                self._x("UPDATE records SET context_src=? WHERE n=?",
-                        (prev["id"] if prev is not None else None, dep["n"]))
-                self._x("UPDATE record_fts SET context=? WHERE rowid=?",
-                        (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
-        return digests
+        if head.status == "active":
+            self._count(head.memory_id, -1)
+        self._x("DELETE FROM record_fts WHERE rowid=?", (head.n,))
+        self._x("DELETE FROM records WHERE n=?", (head.n,))
+        # Episodes indexed with this record's words as context take the episode before it
+        # instead, exactly as a rebuild (where this record is never an episode) does.
+        for dep in self._q("SELECT n, mem, thread FROM records WHERE context_src=?",
+                           (record_key(record_id),)):
+            prev = self._previous_episode(dep["mem"], dep["n"], record_id, dep["thread"])
+            self._x("UPDATE records SET context_src=? WHERE n=?",
+                    (prev["id"] if prev is not None else None, dep["n"]))
+            self._x("UPDATE record_fts SET context=? WHERE rowid=?",
+                    (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
+        return list(dict.fromkeys(keys))
 
     def projection_rows(self) -> dict[str, str]:
         """Every projection row (records with their index text, versions, edges, counts) by a
@@ -133,10 +150,13 @@ class RecordRows(Statements):
         the same state — and say which rows differ when it did not."""
         out: dict[str, str] = {}
         queries = (
-            ("record", "SELECT r.id AS k, r.memory_id, r.type, r.version, r.status, "
-             "r.written_at, r.body_digest, r.standing, r.context_src, r.thread, r.when_at, "
-             "f.text, f.context FROM records r LEFT JOIN record_fts f ON f.rowid = r.n"),
-            ("version", "SELECT record_id || '/' || version AS k, * FROM versions"),
+            ("record", "SELECT r.id AS k, r.mem, r.type, r.version, r.status, r.written_at, "
+             "r.body, r.writer, r.cs, r.extra, r.forgotten_at, r.standing, r.context_src, "
+             "r.thread, r.when_at, f.text, f.context FROM records r "
+             "LEFT JOIN record_fts f ON f.rowid = r.n"),
+            ("version", "SELECT r.id AS k, v.version, v.body, v.written_at, "
+             "v.invalidated_at, v.forgotten_at, v.writer, v.cs, v.extra FROM versions v "
+             "JOIN records r ON r.n = v.n"),
             ("edge", "SELECT src || ' ' || rel || ' ' || dst AS k, memory_id, COUNT(*) "
              "FROM edges GROUP BY src, dst, rel, memory_id"),
             ("count", "SELECT memory_id AS k, active FROM memory_counts WHERE active != 0"),
@@ -144,7 +164,10 @@ class RecordRows(Statements):
         for name, sql in queries:
             for row in self._db.execute(sql):
                 values = tuple(row)
-                out[f"{name} {values[0]}"] = hashlib.sha256(
+                key = _rid(values[0]) if name in ("record", "version") else values[0]
+                if name == "version":
+                    key, values = f"{key}/{values[1]}", values[1:]
+                out[f"{name} {key}"] = hashlib.sha256(
                     repr(values[1:]).encode("utf-8")).hexdigest()[:16]
         return out
 
@@ -157,72 +180,78 @@ class RecordRows(Statements):
         self._x("DELETE FROM memory_counts")
 
     # --- record reads ---------------------------------------------------------------------
+    def _mems(self, memory_ids: Sequence[str]) -> list[int]:
+        return [k for k in map(self._known, memory_ids) if k is not None]
+
     def version_row(self, record_id: str, version: int) -> StoredVersion | None:
         """One version with its body."""
-        return _version_of(self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
-                         "b.digest=v.body_digest WHERE v.record_id=? AND v.version=?",
-                         (record_id, version)))
+        return self._one_version(
+            f"{_CURRENT} WHERE r.id=? AND r.version=? UNION ALL {_PAST} WHERE r.id=? AND "
+            f"v.version=?", (record_key(record_id), version, record_key(record_id), version))
 
     def versions(self, record_id: str) -> list[StoredVersion]:
         """Every version of a record, oldest first."""
-        return _versions(self._q("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
-                       "b.digest=v.body_digest WHERE v.record_id=? ORDER BY v.version",
-                       (record_id,)))
+        return self._versions(self._q(
+            f"SELECT * FROM ({_PAST} WHERE r.id=? UNION ALL {_CURRENT} WHERE r.id=?) "  # noqa: S608
+            f"ORDER BY version", (record_key(record_id), record_key(record_id))))
 
     def version_at(self, record_id: str, as_of: str) -> StoredVersion | None:
         """The version current at ``as_of``."""
-        return _version_of(self._one("SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "
-                         "b.digest=v.body_digest WHERE v.record_id=? AND v.written_at<=? "
-                         "AND (v.invalidated_at IS NULL OR v.invalidated_at>?) ",
-                         (record_id, as_of, as_of)))
+        return self._one_version(
+            f"{_CURRENT} WHERE r.id=? AND r.written_at<=? UNION ALL {_PAST} WHERE r.id=? "
+            f"AND v.written_at<=? AND v.invalidated_at>?",
+            (record_key(record_id), as_of, record_key(record_id), as_of, as_of))
 
     def list_current(self, memory_id: str, statuses: Sequence[str], type: str | None,
                      before: int | None, limit: int) -> list[StoredVersion]:
         """Current records of one memory, newest first, keyset-paginated on ``n``."""
+        mem = self._known(memory_id)
+        if mem is None:
+            return []
         marks = ",".join("?" * len(statuses))
-        sql = (f"SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "  # noqa: S608
-               f"v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
-               f"b.digest=v.body_digest WHERE r.memory_id=? AND r.status IN ({marks}) "
+        sql = (f"{_CURRENT} WHERE r.mem=? AND r.status IN ({marks}) "
                f"AND (? IS NULL OR r.type=?) AND (? IS NULL OR r.n<?) ORDER BY r.n DESC LIMIT ?")
-        return _versions(self._q(sql, (memory_id, *statuses, type, type, before, before, limit)))
+        return self._versions(self._q(sql, (mem, *statuses, type, type, before, before, limit)))
 
     def list_at(self, memory_ids: Sequence[str], as_of: str, limit: int,
                 offset: int = 0) -> list[StoredVersion]:
-        """Versions current at ``as_of`` across memories, newest first."""
-        marks = ",".join("?" * len(memory_ids))
-        sql = (f"SELECT v.*, b.data FROM versions v LEFT JOIN bodies b ON "  # noqa: S608
-               f"b.digest=v.body_digest WHERE v.memory_id IN ({marks}) AND v.written_at<=? "
-               f"AND (v.invalidated_at IS NULL OR v.invalidated_at>?) "
-               f"ORDER BY v.written_at DESC, v.record_id LIMIT ? OFFSET ?")
-        return _versions(self._q(sql, (*memory_ids, as_of, as_of, limit, offset)))
+        """Versions current at ``as_of`` across memories, newest record first."""
+        mems = self._mems(memory_ids)
+        if not mems:
+            return []
+        marks = ",".join("?" * len(mems))
+        sql = (f"SELECT * FROM ({_CURRENT} WHERE r.mem IN ({marks}) AND r.written_at<=? "  # noqa: S608
+               f"UNION ALL {_PAST} WHERE r.mem IN ({marks}) AND v.written_at<=? AND "
+               f"v.invalidated_at>?) ORDER BY n DESC LIMIT ? OFFSET ?")
+        return self._versions(self._q(sql, (*mems, as_of, *mems, as_of, as_of, limit, offset)))
 
     def current_rows(self, ns: Sequence[int]) -> list[StoredVersion]:
         """Current versions of records by projection row number (order not kept)."""
         if not ns:
             return []
         marks = ",".join("?" * len(ns))
-        sql = (f"SELECT r.n, r.status AS rstatus, v.*, b.data FROM records r "  # noqa: S608
-               f"JOIN versions v ON v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b "
-               f"ON b.digest=v.body_digest WHERE r.n IN ({marks})")
-        return _versions(self._q(sql, tuple(ns)))
+        sql = f"{_CURRENT} WHERE r.n IN ({marks})"
+        return self._versions(self._q(sql, tuple(ns)), with_status=True)
 
     def newest_ns(self, memory_ids: Sequence[str], statuses: Sequence[str], limit: int
                   ) -> list[int]:
         """Newest record row numbers across memories (for filter-only recall)."""
-        if not memory_ids:
+        mems = self._mems(memory_ids)
+        if not mems:
             return []
-        m1 = ",".join("?" * len(memory_ids))
+        m1 = ",".join("?" * len(mems))
         m2 = ",".join("?" * len(statuses))
-        sql = (f"SELECT n FROM records WHERE memory_id IN ({m1}) AND status IN ({m2}) "  # noqa: S608
+        sql = (f"SELECT n FROM records WHERE mem IN ({m1}) AND status IN ({m2}) "  # noqa: S608
                f"ORDER BY n DESC LIMIT ?")
-        return [r["n"] for r in self._q(sql, (*memory_ids, *statuses, limit))]
+        return [r["n"] for r in self._q(sql, (*mems, *statuses, limit))]
 
     def standing_rows(self, memory_id: str) -> list[StoredVersion]:
         """Active standing records of a memory, oldest first."""
-        return _versions(self._q("SELECT r.n, v.*, b.data FROM records r JOIN versions v ON "
-                       "v.record_id=r.id AND v.version=r.version LEFT JOIN bodies b ON "
-                       "b.digest=v.body_digest WHERE r.memory_id=? AND r.standing=1 AND "
-                       "r.status='active' ORDER BY r.n", (memory_id,)))
+        mem = self._known(memory_id)
+        if mem is None:
+            return []
+        return self._versions(self._q(f"{_CURRENT} WHERE r.mem=? AND r.standing=1 AND "
+                                      f"r.status='active' ORDER BY r.n", (mem,)))
 
     def search(self, terms: Sequence[str], memory_ids: Sequence[str],  # noqa: PLR0917
                statuses: Sequence[str], types: Sequence[str] | None, limit: int,
@@ -240,10 +269,13 @@ class RecordRows(Statements):
         match = match_terms(list(terms), "any")
         if match is None or not memory_ids:
             return []
-        m1 = ",".join("?" * len(memory_ids))
+        mems = self._mems(memory_ids)
+        if not mems:
+            return []
+        m1 = ",".join("?" * len(mems))
         m2 = ",".join("?" * len(statuses))
-        where = (f"record_fts MATCH ? AND r.memory_id IN ({m1}) AND r.status IN ({m2})")
-        args: list[Any] = [match, *memory_ids, *statuses]
+        where = (f"record_fts MATCH ? AND r.mem IN ({m1}) AND r.status IN ({m2})")
+        args: list[Any] = [match, *mems, *statuses]
         if types:
             where += f" AND r.type IN ({','.join('?' * len(types))})"
             args.extend(types)
@@ -260,8 +292,9 @@ class RecordRows(Statements):
             return []
         marks = ",".join("?" * len(rows))
         more = {r["n"]: r for r in self._q(
-            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, r.when_at AS when_at, "  # noqa: S608
-            f"p.n AS follows FROM record_fts f JOIN records r ON r.n = f.rowid "
+            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, "  # noqa: S608
+            f"COALESCE(r.when_at, r.written_at) AS when_at, p.n AS follows "
+            f"FROM record_fts f JOIN records r ON r.n = f.rowid "
             f"LEFT JOIN records p ON p.id = r.context_src WHERE f.rowid IN ({marks})",
             [r["n"] for r in rows])}
         out = []
@@ -287,9 +320,9 @@ class RecordRows(Statements):
         """Which memory holds each record id (for references and graph edges)."""
         out: dict[str, str] = {}
         for rid in record_ids:
-            r = self._one("SELECT memory_id FROM records WHERE id=?", (rid,))
+            r = self._one("SELECT mem FROM records WHERE id=?", (record_key(rid),))
             if r is not None:
-                out[rid] = r["memory_id"]
+                out[rid] = self._name(r["mem"])
         return out
 
     def edges_touching(self, record_ids: Sequence[str]) -> list[Edge]:
@@ -303,22 +336,73 @@ class RecordRows(Statements):
         return [Edge(*tuple(r)) for r in self._q(sql, (*record_ids, *record_ids))]
 
 
-def _version_of(r: sqlite3.Row | None) -> StoredVersion | None:
-    """A version row (joined with its body, perhaps with its record) as a value."""
-    if r is None:
-        return None
-    keys = r.keys()
-    data = r["data"]
-    return StoredVersion(
-        r["record_id"], r["memory_id"], int(r["version"]), r["body_digest"], r["written_at"],
-        r["invalidated_at"], r["forgotten_at"], load(r["written_by"]), load(r["extra"]),
-        r["changeset_id"],
-        data.encode("utf-8") if isinstance(data, str) else (bytes(data) if data else None),
-        int(r["n"]) if "n" in keys else None, r["rstatus"] if "rstatus" in keys else None)
+    # --- rows into values -----------------------------------------------------------------
+    def _written_by(self, k: int) -> Any:
+        found = self._writers.get(k)
+        if found is None:
+            found = self._writers[k] = load(self._name(k))
+        return found
+
+    def _version_of(self, r: sqlite3.Row, with_status: bool = False) -> StoredVersion:
+        """A version row (joined with its body and changeset) as a value."""
+        blob = r["data"]
+        data: bytes | None = None
+        if blob is not None:
+            raw = blob.encode("utf-8") if isinstance(blob, str) else bytes(blob)
+            bases = bytes(r["bases"]) if r["bases"] is not None else None
+            try:
+                data = self._inflated(raw, bases)
+            except ValueError:
+                data = raw  # damaged: the digest check refuses it
+        return StoredVersion(
+            _rid(r["id"]), self._name(r["mem"]), int(r["version"]), _hex(r["body"]),
+            r["written_at"], r["invalidated_at"], r["forgotten_at"], self._written_by(r["writer"]),
+            load(r["extra"]) if r["extra"] is not None else {}, bytes(r["cid"]).hex(), data,
+            int(r["n"]), r["status"] if with_status else None)
+
+    def _one_version(self, sql: str, args: Sequence[Any]) -> StoredVersion | None:
+        row = self._one(sql, args)
+        return self._version_of(row) if row is not None else None
+
+    def _versions(self, rows: list[sqlite3.Row], with_status: bool = False
+                  ) -> list[StoredVersion]:
+        return [self._version_of(r, with_status) for r in rows]
 
 
-def _versions(rows: list[sqlite3.Row]) -> list[StoredVersion]:
-    return [v for v in map(_version_of, rows) if v is not None]
+# The current version of a record (its own row) and a superseded one, in the same columns.
+_CURRENT = ("SELECT r.n, r.id, r.mem, r.version, r.body, r.written_at, NULL AS invalidated_at, "
+            "r.forgotten_at, r.writer, r.extra, c.id AS cid, r.status, b.data, b.bases "
+            "FROM records r JOIN changesets c ON c.seq = r.cs "
+            "LEFT JOIN bodies b ON b.digest = r.body")
+_PAST = ("SELECT v.n, r.id, r.mem, v.version, v.body, v.written_at, v.invalidated_at, "
+         "v.forgotten_at, v.writer, v.extra, c.id AS cid, NULL AS status, b.data, b.bases "
+         "FROM versions v JOIN records r ON r.n = v.n JOIN changesets c ON c.seq = v.cs "
+         "LEFT JOIN bodies b ON b.digest = v.body")
 
 
-__all__ = ["RecordRows"]
+def _hex(value: Any) -> str:
+    """A digest as the service names it (hex), from the 32 bytes a row keeps."""
+    return bytes(value).hex() if isinstance(value, bytes) else str(value)
+
+
+def record_key(record_id: str) -> bytes | str:
+    """A record id as its row keeps it: an id the service minted (``hrec_`` and 26 base32
+    letters) as the 16 bytes they spell, any other id as its text."""
+    if len(record_id) == 31 and record_id.startswith("hrec_"):
+        raw = id_bytes(record_id[5:])
+        if raw is not None:
+            return raw
+    return record_id
+
+
+def _rid(value: Any) -> str:
+    """A record id from its row (see :func:`record_key`)."""
+    return "hrec_" + id_letters(value) if isinstance(value, bytes) else str(value)
+
+
+def _key_of(digest: str) -> bytes | str:
+    """A digest as a row keeps it: 32 bytes (a name no digest has stays text)."""
+    return digest_key(digest) or digest
+
+
+__all__ = ["RecordRows", "record_key"]

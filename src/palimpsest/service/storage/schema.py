@@ -6,7 +6,6 @@ this is still part of the one package that speaks SQL.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -14,11 +13,16 @@ from typing import Any, Final
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
+from palimpsest.service.storage.protocol import hash_secret
 from palimpsest.service.storage.rows import Hit
 
 # 2: one history — record bodies and Memory Git payloads content-addressed in ``bodies`` (no
 # salt), Memory Git payloads kept apart from changesets, one idempotency table.
-SCHEMA_VERSION: Final = 2
+# 3: the same history in less space — documents and bodies deflated (:mod:`.pack`), digests as
+# 32-byte blobs, memory ids and principals as integer keys (``names``), a record's current
+# version in its ``records`` row (``versions`` holds the superseded ones), parents named by
+# their row.
+SCHEMA_VERSION: Final = 3
 # BM25 column weights: a record's own words, then its context (for an episode, the words of
 # the episode written just before it in the same memory: in a conversation the answer is often
 # the turn after the one that repeats the question).
@@ -53,25 +57,27 @@ CREATE TABLE IF NOT EXISTS memories (id TEXT PRIMARY KEY, name TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
   principal TEXT NOT NULL, privileges TEXT NOT NULL, created_at INTEGER NOT NULL,
   UNIQUE (memory_id, principal));
+CREATE TABLE IF NOT EXISTS names (k INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE, memory_id TEXT NOT NULL, doc BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS changesets_memory ON changesets(memory_id, seq);
+  id BLOB NOT NULL UNIQUE, mem INTEGER NOT NULL, doc BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
   protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));
-CREATE TABLE IF NOT EXISTS bodies (digest TEXT PRIMARY KEY, data BLOB NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS bodies (digest BLOB PRIMARY KEY, data BLOB NOT NULL, bases BLOB)
+  WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS bodies_delta ON bodies(digest) WHERE bases IS NOT NULL;
 CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
-  memory_id TEXT NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
-  written_at TEXT NOT NULL, body_digest TEXT NOT NULL, standing INTEGER NOT NULL DEFAULT 0,
-  context_src TEXT, thread TEXT, when_at TEXT);
-CREATE INDEX IF NOT EXISTS records_list ON records(memory_id, status, n);
-CREATE INDEX IF NOT EXISTS records_type ON records(memory_id, type, n);
-CREATE INDEX IF NOT EXISTS records_standing ON records(memory_id, status) WHERE standing = 1;
-CREATE TABLE IF NOT EXISTS versions (record_id TEXT NOT NULL, version INTEGER NOT NULL,
-  memory_id TEXT NOT NULL, body_digest TEXT NOT NULL, written_at TEXT NOT NULL,
-  invalidated_at TEXT, forgotten_at TEXT, written_by TEXT NOT NULL, extra TEXT NOT NULL,
-  changeset_id TEXT NOT NULL, PRIMARY KEY (record_id, version)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS versions_memory ON versions(memory_id, written_at);
+  mem INTEGER NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
+  written_at TEXT NOT NULL, body BLOB NOT NULL, writer INTEGER NOT NULL, cs INTEGER NOT NULL,
+  extra TEXT, forgotten_at TEXT, standing INTEGER NOT NULL DEFAULT 0, context_src TEXT,
+  thread TEXT, when_at TEXT);
+CREATE INDEX IF NOT EXISTS records_list ON records(mem, status, n);
+CREATE INDEX IF NOT EXISTS records_type ON records(mem, type, n);
+CREATE INDEX IF NOT EXISTS records_standing ON records(mem, status) WHERE standing = 1;
+CREATE TABLE IF NOT EXISTS versions (n INTEGER NOT NULL, version INTEGER NOT NULL,
+  body BLOB NOT NULL, written_at TEXT NOT NULL, invalidated_at TEXT NOT NULL,
+  forgotten_at TEXT, writer INTEGER NOT NULL, cs INTEGER NOT NULL, extra TEXT,
+  PRIMARY KEY (n, version)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS edges (src TEXT NOT NULL, dst TEXT NOT NULL, rel TEXT NOT NULL,
   memory_id TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS edges_src ON edges(src);
@@ -85,9 +91,9 @@ CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, nam
   media_type TEXT NOT NULL, bytes INTEGER NOT NULL, created_by TEXT NOT NULL,
   created_at INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS files_sha ON files(sha256);
-CREATE TABLE IF NOT EXISTS idempotency (principal TEXT NOT NULL, scope TEXT NOT NULL,
-  key TEXT NOT NULL, digest TEXT NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
-  PRIMARY KEY (principal, scope, key)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS idempotency (scope INTEGER NOT NULL, principal INTEGER NOT NULL,
+  key TEXT NOT NULL, digest BLOB NOT NULL, response BLOB NOT NULL, created_at INTEGER NOT NULL,
+  PRIMARY KEY (scope, principal, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
@@ -131,11 +137,6 @@ def grant_of(row: sqlite3.Row) -> Grant:
                  row["created_at"])
 
 
-def hash_secret(secret: str) -> str:
-    """Credentials are random 256-bit secrets, so one SHA-256 pass is the right hash."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
-
-
 class Statements:
     """The three statement shapes every row helper of the store uses, over ``_db``."""
 
@@ -152,5 +153,73 @@ class Statements:
         return self._db.execute(sql, args).rowcount
 
 
-__all__ = ["BM25", "RANK", "SCHEMA", "SCHEMA_VERSION", "Hit", "Statements", "grant_of",
-           "hash_secret", "load", "member_of", "memory_of", "priv_text", "privs"]
+class Names(Statements):
+    """Integer keys for the strings every row would otherwise repeat (memory ids, principals,
+    ``written_by``): ``names`` maps each to a key once, for ever (a key is never reused or
+    changed, so a cache of committed keys never goes stale, in this process or another).
+    A key made inside a write joins the cache only when that write commits."""
+
+    _keys: dict[str, int]
+    _names: dict[int, str]
+    _pending: dict[str, int]
+
+    def _key(self, name: str) -> int:
+        """The key of ``name``, made when it has none (inside a write)."""
+        k = self._keys.get(name) or self._pending.get(name)
+        if k is not None:
+            return k
+        row = self._one("SELECT k FROM names WHERE name=?", (name,))
+        if row is not None:
+            self._keys[name] = int(row["k"])
+            return int(row["k"])
+        made = int(self._db.execute("INSERT INTO names (name) VALUES (?)",
+                                    (name,)).lastrowid or 0)
+        self._pending[name] = made
+        return made
+
+    def _known(self, name: str) -> int | None:
+        """The key of ``name`` if it has one (reads never make keys)."""
+        k = self._keys.get(name) or self._pending.get(name)
+        if k is not None:
+            return k
+        row = self._one("SELECT k FROM names WHERE name=?", (name,))
+        if row is None:
+            return None
+        self._keys[name] = int(row["k"])
+        return int(row["k"])
+
+    def _name(self, k: int) -> str:
+        """The string a key stands for."""
+        name = self._names.get(k)
+        if name is None:
+            row = self._one("SELECT name FROM names WHERE k=?", (k,))
+            if row is None:
+                raise sqlite3.DatabaseError(f"names has no key {k}")
+            name = str(row["name"])
+            if k not in self._pending.values():
+                self._names[k] = name
+        return name
+
+    def _settle_names(self, committed: bool) -> None:
+        """After a write: keep the keys it made (committed) or forget them (rolled back)."""
+        if committed:
+            self._keys.update(self._pending)
+        self._pending.clear()
+
+
+__all__ = [
+    "BM25",
+    "RANK",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "Hit",
+    "Names",
+    "Statements",
+    "grant_of",
+    "hash_secret",
+    "load",
+    "member_of",
+    "memory_of",
+    "priv_text",
+    "privs",
+]

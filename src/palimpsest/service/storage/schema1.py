@@ -40,7 +40,9 @@ def checkpoint(path: Path) -> None:
 
 
 class Schema1:
-    """A schema-1 database, read-only."""
+    """A schema-1 database, read-only (the base of the readers of later old schemas)."""
+
+    SCHEMA = "1"
 
     def __init__(self, path: Path) -> None:
         # Opened read-write but only ever read: a read-only connection to a WAL database
@@ -51,9 +53,10 @@ class Schema1:
             row = self._db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
         except sqlite3.Error as exc:
             raise unavailable(f"cannot read the old store {path}: {exc}") from exc
-        if row is None or row[0] != "1":
+        if row is None or row[0] != self.SCHEMA:
             self._db.close()
-            raise unavailable(f"{path} is not a store of schema 1; nothing to migrate")
+            raise unavailable(f"{path} is not a store of schema {self.SCHEMA}; nothing to "
+                              "migrate")
 
     def close(self) -> None:
         """Close the connection."""

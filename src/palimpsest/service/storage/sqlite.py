@@ -36,14 +36,14 @@ from palimpsest.errors import Conflict, Unavailable
 from palimpsest.service.model import (
     CAS_MISMATCH,
     MEMORY_UNAVAILABLE,
-    Changeset,
     Grant,
     Memory,
     Ref,
-    payload_bytes,
     unavailable,
 )
+from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import FileRows, private_dir, private_file
+from palimpsest.service.storage.memorygit import GitStore
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.records import RecordRows
 from palimpsest.service.storage.schema import (
@@ -113,6 +113,10 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
         self._in_tx = False
+        self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
+        self._writers = {}
+        self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
+        self._review: GitStore | None = None
         self._peek: sqlite3.Connection | None = None  # see peek_principals_generation
         self._peek_lock = threading.Lock()
         self._db_path = data_dir / "palimpsest.db"
@@ -153,6 +157,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
             except sqlite3.Error as exc:
                 raise unavailable(f"the store is busy: {exc}") from exc
             self._in_tx = True
+            committed = False
             try:
                 yield
             except sqlite3.Error as exc:
@@ -167,12 +172,15 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
             else:
                 try:
                     self._db.execute("COMMIT")
+                    committed = True
                 except sqlite3.Error as exc:
                     with contextlib.suppress(sqlite3.Error):
                         self._db.execute("ROLLBACK")
                     raise unavailable(f"the store could not commit: {exc}") from exc
             finally:
                 self._in_tx = False
+                self._settle_names(committed)
+                self._settle_seqs(committed)
 
     @contextmanager
     def read(self) -> Iterator[None]:
@@ -195,6 +203,12 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         """Rows inserted, updated or deleted on this connection so far (triggers included):
         a write that did not move it left nothing to undo."""
         return self._db.total_changes
+
+    def review_store(self) -> GitStore:
+        """Memory Git's review tables over this store, in the same transactions (made once)."""
+        if self._review is None:
+            self._review = GitStore(self)
+        return self._review
 
     def connection(self) -> sqlite3.Connection:
         """The connection, for sibling SQL modules of this package (storage/gitstore.py) that
@@ -221,10 +235,12 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         return [grant_of(r) for r in self._q("SELECT * FROM grants")]
 
     def insert_memory(self, m: Memory) -> None:
-        """Add a node."""
+        """Add a node (with its integer key: a reach names memories that hold no record yet,
+        and a read must find every one of them among the keys it keeps)."""
         self._x("INSERT INTO memories VALUES (?,?,?,?,?,?,?,?,?)",
                 (m.id, m.name, m.description, m.parent_id, int(m.restricted), m.provider,
                  m.created_by, m.created_at, m.updated_at))
+        self._key(m.id)
         self.bump_tree()
 
     def update_memory(self, m: Memory) -> None:
@@ -236,32 +252,38 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
 
     def delete_memories(self, ids: Sequence[str]) -> None:
         """Remove nodes with everything they hold: grants, history (on every ref), bodies,
-        file bytes, projections, docs."""
+        file bytes, projections, docs. A body another memory's record also holds (the same
+        words written there) stays that record's."""
         files: set[str] = set()
         for mid in ids:
-            for r in self._q("SELECT n, id FROM records WHERE memory_id=?", (mid,)):
-                self._x("DELETE FROM record_fts WHERE rowid=?", (r["n"],))
-            digests = {r["body_digest"] for r in self._q(
-                "SELECT body_digest FROM versions WHERE memory_id=?", (mid,))}
-            for r in self._q("SELECT doc FROM changesets WHERE memory_id=?", (mid,)):
-                for op in load(r["doc"]).get("ops", ()):
-                    for digest in ((op.get("payload") or {}).get("body_digest"),
-                                   op.get("payload_digest")):
-                        if isinstance(digest, str):
-                            digests.add(digest)  # bodies of unmerged refs too
-            for d in digests:
+            mem = self._known(mid)
+            rows = self._q("SELECT n, body FROM records WHERE mem=?", (mem,)) if mem else []
+            ns = [r["n"] for r in rows]
+            digests = self.changeset_digests(mid)  # bodies of unmerged refs too
+            digests.update(_hex(r["body"]) for r in rows)
+            for n in ns:
+                digests.update(_hex(r["body"]) for r in self._q(
+                    "SELECT body FROM versions WHERE n=?", (n,)))
+                self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
+                self._x("DELETE FROM versions WHERE n=?", (n,))
+            self._x("DELETE FROM records WHERE mem=?", (mem,))
+            for d in sorted(digests):
+                key = digest_key(d)
+                if key is not None and self._one(
+                        "SELECT 1 FROM records WHERE body=? UNION ALL SELECT 1 FROM versions "
+                        "WHERE body=? LIMIT 1", (key, key)) is not None:
+                    continue
                 found = self.body(d)
                 if found is not None:
                     content = load(found)
                     parts = content.get("content", ()) if isinstance(content, dict) else ()
                     files.update(p["file"]["id"] for p in parts if isinstance(p, dict)
                                  and p.get("type") == "file" and isinstance(p.get("file"), dict))
-                self._x("DELETE FROM bodies WHERE digest=?", (d,))
-            for table in ("records", "versions", "changesets", "refs", "grants", "edges",
-                          "memory_counts"):
+                self._drop_body(d)
+            self._x("DELETE FROM changesets WHERE mem=?", (mem,))
+            self._x("DELETE FROM idempotency WHERE scope=?", (mem,))
+            for table in ("refs", "grants", "edges", "memory_counts", "docs"):
                 self._x(f"DELETE FROM {table} WHERE memory_id=?", (mid,))  # noqa: S608
-            self._x("DELETE FROM docs WHERE memory_id=?", (mid,))
-            self._x("DELETE FROM idempotency WHERE scope=?", (mid,))
             self._x("DELETE FROM memories WHERE id=?", (mid,))
         for fid in files:
             self.delete_file(fid)
@@ -300,15 +322,23 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
     # --- idempotency ----------------------------------------------------------------------
     def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
         """``(request digest, stored response)`` for a used key."""
-        r = self._one("SELECT digest, response FROM idempotency WHERE principal=? AND scope=? "
-                      "AND key=?", (principal, scope, key))
-        return (r["digest"], load(r["response"])) if r else None
+        who, where = self._known(principal), self._known(scope)
+        if who is None or where is None:
+            return None
+        r = self._one("SELECT digest, response FROM idempotency WHERE scope=? AND principal=? "
+                      "AND key=?", (where, who, key))
+        return (_digest_text(r["digest"]), load(r["response"])) if r else None
 
     def remember_response(self, principal: str, scope: str, key: str, digest: str,  # noqa: PLR0917
                           response: Any, now: int) -> None:
         """Store the response of a first request under its key."""
-        self._x("INSERT INTO idempotency VALUES (?,?,?,?,?,?)",
-                (principal, scope, key, digest, canonical.encode(response), now))
+        try:
+            self._x("INSERT INTO idempotency VALUES (?,?,?,?,?,?)",
+                    (self._key(scope), self._key(principal), key,
+                     digest_key(digest) or digest.encode(), canonical.encode(response), now))
+        except sqlite3.IntegrityError as exc:
+            raise Conflict("a concurrent request used this idempotency key",
+                           code="idempotency_race", hint="retry to read the winner") from exc
 
     # --- history --------------------------------------------------------------------------
     def ref(self, memory_id: str, name: str) -> Ref | None:
@@ -351,69 +381,6 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         ``BEGIN IMMEDIATE`` already serialises every writer of the file, so there is nothing
         more to take here; a server database takes a transaction-scoped advisory lock."""
 
-    def insert_changeset(self, cs: Changeset) -> None:
-        """Append an immutable changeset (ignored if the same id exists); the payloads it keeps
-        apart go to ``bodies``, once each."""
-        doc = cs.document()
-        # the id (twice), the memory and the format name are the row's own columns / constant
-        for name in ("changeset_id", "integrity_digest", "project_id", "schema_version"):
-            del doc[name]
-        self._x("INSERT OR IGNORE INTO changesets (id, memory_id, doc) VALUES (?,?,?)",
-                (cs.id, cs.memory_id, canonical.encode(doc)))
-        for op in cs.ops:
-            if op.payload_digest is not None and op.payload is not None:
-                self.put_body(op.payload_digest, payload_bytes(op.payload))
-
-    def _changeset_of(self, cid: str, memory_id: str, doc: bytes) -> Changeset:
-        data = load(doc)
-        data["changeset_id"], data["project_id"] = cid, memory_id
-        digests = [o["payload_digest"] for o in data["ops"] if "payload_digest" in o]
-        payloads = {}
-        for d in digests:
-            found = self.body(d)
-            if found is not None:
-                payloads[d] = load(found)
-        return Changeset.from_document(data, payloads)
-
-    def changeset(self, cid: str) -> Changeset | None:
-        """A stored changeset with its payloads (an erased one's is ``None``); the caller
-        verifies its digest."""
-        r = self._one("SELECT id, memory_id, doc FROM changesets WHERE id=?", (cid,))
-        return self._changeset_of(r["id"], r["memory_id"], r["doc"]) if r is not None else None
-
-    def changesets(self, memory_id: str | None = None) -> Iterator[Changeset]:
-        """Every changeset in append order (a topological order), optionally of one memory."""
-        cur = self._db.execute("SELECT id, memory_id, doc FROM changesets WHERE "
-                               "(? IS NULL OR memory_id=?) ORDER BY seq", (memory_id, memory_id))
-        for r in cur.fetchall():
-            yield self._changeset_of(r["id"], r["memory_id"], r["doc"])
-
-    # --- bodies ---------------------------------------------------------------------------
-    def put_body(self, digest: str, data: bytes) -> None:
-        """Store content-addressed bytes (a record body or a kept-apart payload) once."""
-        self._x("INSERT OR IGNORE INTO bodies VALUES (?,?)", (digest, data))
-
-    def body(self, digest: str) -> bytes | None:
-        """The bytes stored under ``digest``, ``None`` once erased."""
-        r = self._one("SELECT data FROM bodies WHERE digest=?", (digest,))
-        if r is None:
-            return None
-        data = r["data"]
-        # bytes damaged into another type are still bytes to check against their digest
-        return data.encode("utf-8") if isinstance(data, str) else bytes(data)
-
-    def erase_payloads(self, digests: Sequence[str]) -> None:
-        """Remove kept-apart payloads (their changesets keep the digests) and tell readers
-        that cached history may hold erased content."""
-        for d in digests:
-            self._x("DELETE FROM bodies WHERE digest=?", (d,))
-        self._x("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='erase_gen'")
-
-    def erase_generation(self) -> int:
-        """Bumped by every erase (caches of verified history key on it)."""
-        row = self._one("SELECT value FROM meta WHERE key='erase_gen'")
-        return int(row["value"]) if row else 0
-
     def compact_after_erase(self) -> None:
         """Make erased bytes unrecoverable from the files: FTS5 keeps deleted terms in old
         index segments until they merge, and the WAL keeps old page images until a
@@ -432,7 +399,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
     _IMPORTABLE: Final = frozenset({"members", "groups", "memberships", "credentials",
                                     "memories", "grants", "files", "mg_nonces", "mg_settings",
                                     "docs", "mg_reviews", "mg_advances", "mg_manifests",
-                                    "mg_conflicts"})
+                                    "mg_conflicts", "sessions"})
 
     def import_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
                     ) -> None:
@@ -444,6 +411,9 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         sql = (f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608 — allowlisted
                f"VALUES ({', '.join('?' * len(columns))})")
         self._db.executemany(sql, [tuple(r) for r in rows])
+        if table == "memories":
+            for r in self._q("SELECT id FROM memories"):
+                self._key(r["id"])
 
     def import_document(self, table: str, columns: Sequence[str], values: Sequence[Any],
                         doc: Any) -> None:
@@ -468,14 +438,24 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
                  ref.created_at, ref.updated_at))
 
     def counts(self) -> dict[str, int]:
-        """Row counts reported by a rebuild."""
+        """Row counts reported by a rebuild (``versions``: every version, current or not)."""
         out = {}
-        for table in ("changesets", "records", "versions"):
+        for table in ("changesets", "records", "versions", "record_fts"):
             r = self._one(f"SELECT COUNT(*) AS c FROM {table}")  # noqa: S608
             out[table] = int(r["c"]) if r else 0
-        r = self._one("SELECT COUNT(*) AS c FROM record_fts")
-        out["indexed"] = int(r["c"]) if r else 0
+        out["versions"] += out["records"]
+        out["indexed"] = out.pop("record_fts")
         return out
+
+
+def _hex(value: Any) -> str:
+    return bytes(value).hex() if isinstance(value, bytes) else str(value)
+
+
+def _digest_text(value: Any) -> str:
+    """A request digest as stored (32 bytes, or the empty name a migration keeps)."""
+    raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    return raw.hex() if len(raw) == 32 else raw.decode("utf-8", "replace")
 
 
 __all__ = ["Hit", "SqliteStore", "hash_secret", "load"]
