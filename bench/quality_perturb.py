@@ -8,7 +8,10 @@ seeds the choices, so every engine sees the same perturbed question and a rerun 
 - ``filler``: a conversational preamble in front ("Hey, quick question: …");
 - ``typo``: one typing slip in one word of four or more letters (two neighbouring letters
   swapped, a letter dropped, a letter doubled, or a letter replaced by a keyboard neighbour);
-- ``all``: typo, then filler, then lower-case, then no punctuation.
+- ``all``: typo, then filler, then lower-case, then no punctuation;
+- ``filler_unseen``, ``all_unseen``: the same with a preamble of :data:`UNSEEN_FILLERS`, which
+  the analyser's filler lists were not written for (they do hold every one of
+  :data:`FILLERS`, so the ``filler`` column alone would flatter the engine).
 
 Nothing here knows the engine's analyser: the word a typo hits is any word of four or more
 letters outside a short list of question words, chosen by the id, so a slip can land on a
@@ -32,6 +35,18 @@ FILLERS = (
     "Hmm, let me think. ",
 )
 """Preambles people put before a question (chosen per question by its id)."""
+
+UNSEEN_FILLERS = (
+    "Random thought, but ",
+    "Before I forget: ",
+    "So here's the thing, ",
+    "Quick one: ",
+    "Forgive me, but ",
+    "No rush, but ",
+)
+"""Preambles the analyser's filler lists were not written for (``palimpsest.search.analyzer``
+leaves every one of :data:`FILLERS` out of the query terms, so the ``filler`` column cannot
+show what an unforeseen preamble costs; ``filler_unseen`` does)."""
 
 _QUESTION_WORDS = frozenset(
     ("what", "when", "where", "which", "whom", "whose", "does", "did", "have", "would",
@@ -72,10 +87,10 @@ def no_punct(text: str, qid: str) -> str:
     return " ".join(kept.split())
 
 
-def filler(text: str, qid: str) -> str:
+def filler(text: str, qid: str, choices: tuple[str, ...] = FILLERS) -> str:
     """A conversational preamble in front of the question (which then goes on in lower case
     after a comma or a conjunction, as it would be typed)."""
-    preamble = _rng(qid, "filler").choice(FILLERS)
+    preamble = _rng(qid, "filler").choice(choices)
     if text and not preamble.endswith((": ", ". ")):
         text = text[0].lower() + text[1:]
     return preamble + text
@@ -102,9 +117,19 @@ def typo(text: str, qid: str) -> str:
     return text[: m.start()] + slip + text[m.end():]
 
 
+def filler_unseen(text: str, qid: str) -> str:
+    """A preamble of :data:`UNSEEN_FILLERS` in front of the question."""
+    return filler(text, qid, UNSEEN_FILLERS)
+
+
 def everything(text: str, qid: str) -> str:
     """Typo, filler, lower-case and no punctuation together."""
     return no_punct(lower(filler(typo(text, qid), qid), qid), qid)
+
+
+def everything_unseen(text: str, qid: str) -> str:
+    """The same four changes with an unseen preamble."""
+    return no_punct(lower(filler_unseen(typo(text, qid), qid), qid), qid)
 
 
 PERTURBATIONS: dict[str, Callable[[str, str], str]] = {
@@ -113,5 +138,7 @@ PERTURBATIONS: dict[str, Callable[[str, str], str]] = {
     "filler": filler,
     "typo": typo,
     "all": everything,
+    "filler_unseen": filler_unseen,
+    "all_unseen": everything_unseen,
 }
 """Name → perturbation, in the order of the table."""
