@@ -32,7 +32,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 from quality_data import (
@@ -471,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         [] if args.no_baseline else [BM25Engine("space"), BM25Engine("words")])
     perturb = not args.no_perturb
     splits = ["dev", "held"] if args.split == "both" else [args.split]
+    started = datetime.now(UTC)
+    load_start = os.getloadavg()
     result: dict[str, object] = {"limit": args.limit or None}
     if args.bench in ("locomo", "all"):
         corpora = locomo(SHARED / "bench" / "locomo" / "locomo10.json")
@@ -497,6 +499,12 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(engine, ServiceEngine):
             engine.close()
             result["refused_writes"] = engine.refused
+    load_end = os.getloadavg()
+    result["machine"] = {f"{args.bench} {args.split}": (
+        f"{started:%Y-%m-%d %H:%M}–{datetime.now(UTC):%H:%M} UTC, "
+        f"{os.cpu_count()} cores, load average (1/5/15 min) "
+        f"{' / '.join(f'{x:.1f}' for x in load_start)} at the start, "
+        f"{' / '.join(f'{x:.1f}' for x in load_end)} at the end")}
     text = json.dumps(result, indent=2, sort_keys=True)
     print(text)
     if args.out:

@@ -229,6 +229,18 @@ def test_observe_and_job(owner: httpx.Client) -> None:
         assert polled["object"] == "memory.job" and polled["status"] in (
             "pending", "completed")
     err(owner.post(f"/v1/memories/{mid}/observe", json={"episodes": []}), 422, "memory_invalid")
+    # an episode carries the moment it was said (as the Hermes provider sends it) and a title
+    said = owner.post(f"/v1/memories/{mid}/observe", json={"episodes": [
+        {"content": "my flight is on Friday", "title": "travel",
+         "attributes": {"session_id": "s-1"}, "time": {"valid_from": "2023-05-05T19:00:00Z"}}]})
+    assert said.status_code in (200, 202), said.text
+    listed = ok(owner.get(f"/v1/memories/{mid}/records", params={"type": "episode"}))["data"]
+    timed = [r for r in listed if r["title"] == "travel"]
+    assert [r["time"]["valid_from"] for r in timed] == ["2023-05-05T19:00:00.000000Z"]
+    err(owner.post(f"/v1/memories/{mid}/observe", json={"episodes": [
+        {"content": "x", "time": {"valid_from": "not a time"}}]}), 422, "memory_invalid")
+    err(owner.post(f"/v1/memories/{mid}/observe", json={"episodes": [
+        {"content": "x", "when": "2023-05-05T19:00:00Z"}]}), 422, "memory_invalid")
 
 
 def test_named_query_round_trip(owner: httpx.Client) -> None:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,8 @@ def hermes_python() -> Path:
     return python
 
 
-def _drive(python: Path, home: Path, plan: dict[str, Any]) -> dict[str, Any]:
+def _drive(python: Path, home: Path, plan: dict[str, Any],
+           extra: dict[str, str] | None = None) -> dict[str, Any]:
     env = {
         "HERMES_HOME": str(home),
         "HOME": str(home.parent),
@@ -53,6 +56,7 @@ def _drive(python: Path, home: Path, plan: dict[str, Any]) -> dict[str, Any]:
         # The first-turn recall waits 0.3 s by default; this shared test machine may be
         # slower than that, and what is tested is the behaviour, not the latency.
         "PALIMPSEST_HERMES_PREFETCH_WAIT": "5",
+        **(extra or {}),
     }
     done = subprocess.run(
         [str(python), str(DRIVER)],
@@ -242,3 +246,54 @@ def test_hermes_0_19_0_runs_our_provider_against_pal_serve(tmp_path: Path) -> No
     with world.service() as svc:
         revoked = [c for c in svc.list_credentials() if c.id == installed["credential_id"]]
     assert revoked and revoked[0].revoked
+
+
+@pytest.mark.slow
+def test_hermes_0_19_0_direct_mode_captures_timed_episodes_and_reports_a_timeout(
+    tmp_path: Path,
+) -> None:
+    """Through Hermes' own loader and MemoryManager, in direct mode (the operator's variables,
+    no connection file) with capture on: the first turn of a session gets memory for its own
+    question, the user's words are written as an episode carrying the moment they were said,
+    and a server that accepts the connection but never answers is reported as a timeout."""
+    python = hermes_python()
+    world = build_world(tmp_path, {"writer": ["read", "write"]})
+    home = tmp_path / "hermes-home"
+    home.mkdir()
+    (home / "config.yaml").write_text("model: test-model\nmemory:\n  provider: ''\n")
+    with pal_serve(world.data_dir) as url:
+        _pal("hermes", "install", "--memory", world.memory_id, "--hermes-home", str(home),
+             "--data-dir", str(world.data_dir), "--server-url", url)
+        (home / "plugins" / "palimpsest" / "connection.json").unlink()  # direct mode
+        direct = {"PALIMPSEST_HERMES_URL": url, "PALIMPSEST_HERMES_MEMORY": world.memory_id,
+                  "PALIMPSEST_HERMES_TOKEN": world.agents["writer"].secret,
+                  "PALIMPSEST_HERMES_AUTO_CAPTURE": "true"}
+        before = datetime.now(UTC).replace(microsecond=0)
+        said = _drive(python, home, {"session": "d1", "turns": [
+            {"ask": "My flight to Oslo is on Friday; what do we know about Acme?"}]}, direct)
+        after = datetime.now(UTC)
+        assert said["available"] is True
+        assert _ids(said["turns"][0]["text"]) == {world.records["plain"],
+                                                  world.records["hostile"]}
+        with world.service() as svc:
+            owner = svc.authenticate(world.owner_secret)
+            episodes = svc.list_records(owner, world.memory_id, type="episode")["data"]
+        (episode,) = episodes
+        assert episode["content"] == [{"type": "text", "text": "My flight to Oslo is on "
+                                       "Friday; what do we know about Acme?"}]
+        assert episode["attributes"]["session_id"] == "d1"
+        valid_from = datetime.fromisoformat(episode["time"]["valid_from"].replace("Z", "+00:00"))
+        assert before <= valid_from <= after  # when it was said, from Hermes' own turn
+
+    # A server that completes the TCP handshake (the kernel's backlog) and never answers.
+    with socket.socket() as stalled:
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(8)
+        port = stalled.getsockname()[1]
+        hung = _drive(python, home, {"session": "d2", "search": "Acme", "turns": [
+            {"ask": "What do we know about Acme?"}]},
+            {**direct, "PALIMPSEST_HERMES_URL": f"http://127.0.0.1:{port}",
+             "PALIMPSEST_HERMES_TIMEOUT": "0.5", "PALIMPSEST_HERMES_PREFETCH_WAIT": "0.3"})
+    assert hung["turns"][0]["text"] == ""
+    error = hung["search"]["error"]
+    assert "did not answer within 0.5 s" in error and "unreachable" not in error

@@ -80,7 +80,7 @@ def test_recall_round_trip_and_hostile_content(served: tuple[World, str]) -> Non
         async with _client(url, world.agents["reader"].secret) as client:
             found = _payload(
                 await client.call_tool(
-                    "memory_recall", {"memory": world.memory_id, "text": "Acme", "limit": 99}
+                    "memory_recall", {"memory": world.memory_id, "text": "Acme", "limit": 50}
                 )
             )
             by_id = {r["record"]["id"]: r for r in found["results"]}

@@ -1,5 +1,7 @@
 """The server's tool-call paths with the official client connected in-process (no subprocess):
-argument validation as tool errors, hostile tool names, erase never callable."""
+argument validation as tool errors, hostile tool names, erase never callable; arguments are
+checked against the tool's input schema as HTTP checks a body (out of bounds refused, never
+clamped; unknown arguments refused)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,50 @@ def _text(result: types.CallToolResult) -> str:
     return block.text
 
 
+def _schema_cases(memory: str, record: str) -> list[tuple[str, dict[str, Any], str]]:
+    """Calls HTTP would refuse, refused by the tool's schema in the project's words."""
+    recall = {"memory": memory, "text": "Acme"}
+    return [
+        ("memory_recall", {**recall, "limit": -1},
+         "memory_invalid: `limit` must be an integer from 1 to 50"),
+        ("memory_recall", {**recall, "limit": 0},
+         "memory_invalid: `limit` must be an integer from 1 to 50"),
+        ("memory_recall", {**recall, "limit": 51},
+         "memory_invalid: `limit` must be an integer from 1 to 50"),
+        ("memory_recall", {**recall, "limit": 5.0},
+         "memory_invalid: `limit` must be an integer from 1 to 50"),
+        ("memory_recall", {**recall, "limit": True},
+         "memory_invalid: `limit` must be an integer from 1 to 50"),
+        ("memory_recall", {**recall, "depth": -1},
+         "memory_invalid: `depth` must be an integer from 0 to 1000"),
+        ("memory_recall", {**recall, "types": ["fact"] * 33},
+         "memory_invalid: `types` must have at most 32 items"),
+        ("memory_recall", {**recall, "types": ["fact", 3]},
+         "memory_invalid: `types[1]` must be a string"),
+        ("memory_recall", {**recall, "text": "a" * 4001},
+         "memory_invalid: `text` must be at most 4000 characters"),
+        ("memory_recall", {**recall, "lmit": 5},
+         "memory_invalid: `lmit` is not an argument of memory_recall; send only memory, "
+         "query, text, filters, types, depth, limit"),
+        ("memory_recall", {**recall, "lim\u202eit": 5},
+         "memory_invalid: `lim?it` is not an argument of memory_recall; send only memory, "
+         "query, text, filters, types, depth, limit"),
+        ("memory_graph", {"memory": memory, "hops": 4},
+         "memory_invalid: `hops` must be an integer from 0 to 3"),
+        ("memory_get", {"memory": memory, "record": record, "version": 1},
+         "memory_invalid: `version` is not an argument of memory_get; send only memory, "
+         "record, history"),
+        ("memory_get", {"memory": memory, "record": record, "history": "yes"},
+         "memory_invalid: `history` must be true or false"),
+        ("memory_list", {"memory": 7}, "memory_invalid: `memory` must be a string"),
+        ("memory_forget", {"memory": memory, "record": record, "reason": "x"},
+         "memory_invalid: `reason` is not an argument of memory_forget; send only memory, "
+         "record"),
+        ("memory_log", {"project": memory, "ref": "main", "limit": 0},
+         "memory_invalid: `limit` must be an integer from 1 to 200"),
+    ]
+
+
 def test_call_paths(world: World) -> None:
     with world.service() as svc:
         caller = svc.authenticate(world.agents["writer"].secret)
@@ -53,7 +99,7 @@ def test_call_paths(world: World) -> None:
                     (
                         "memory_recall",
                         {"memory": world.memory_id, "limit": "5", "text": "a"},
-                        "memory_invalid: `limit` must be an integer",
+                        "memory_invalid: `limit` must be an integer from 1 to 50",
                     ),
                     (
                         "memory_recall",
@@ -90,6 +136,8 @@ def test_call_paths(world: World) -> None:
                         "There is no such memory within your reach.",
                     ),
                 ]
+                cases += [(name, args, expected) for name, args, expected in _schema_cases(
+                    world.memory_id, world.records["plain"])]
                 for name, args, expected in cases:
                     result = await client.call_tool(name, args)
                     assert result.is_error is True, name

@@ -97,6 +97,17 @@ def test_read_only_agent(world: World) -> None:
             assert record["trust"] == "untrusted"
             unknown = await client.call_tool("memory_recall", {"memory": "hmem_nope", "text": "a"})
             assert _error(unknown) == "There is no such memory within your reach."
+            # arguments are checked as HTTP checks a body: -1 refused (not clamped), and an
+            # argument the schema does not name refused (not ignored)
+            recall = {"memory": world.memory_id, "text": "Acme contract"}
+            negative = await client.call_tool("memory_recall", {**recall, "limit": -1})
+            assert _error(negative) == "memory_invalid: `limit` must be an integer from 1 to 50"
+            extra = await client.call_tool("memory_recall", {**recall, "top_k": 3})
+            assert _error(extra).startswith(
+                "memory_invalid: `top_k` is not an argument of memory_recall; send only memory,")
+            schema = next(t for t in listed.tools if t.name == "memory_recall").input_schema
+            assert schema["properties"]["limit"]["minimum"] == 1
+            assert schema["additionalProperties"] is False
 
     anyio.run(run)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palimpsest.mcp import tools
+from palimpsest.mcp import arguments, tools
 from palimpsest.mcp.tools import Offers, find, offered
 
 MEMORY = {
@@ -104,8 +104,11 @@ def test_property_types() -> None:
     spec = find(Offers(writes=True), "memory_recall")
     assert spec is not None
     props = spec.input_schema()["properties"]
-    assert props["types"] == {"type": "array", "items": {"type": "string"}}
-    assert props["depth"] == {"type": "integer"} and props["limit"] == {"type": "integer"}
+    # the bounds HTTP applies to the same fields; the tool's limit is the reference's 1-50
+    assert props["types"] == {"type": "array", "items": {"type": "string"}, "maxItems": 32}
+    assert props["depth"] == {"type": "integer", "minimum": 0, "maximum": 1000}
+    assert props["limit"] == {"type": "integer", "minimum": 1, "maximum": 50, "default": 8}
+    assert props["text"] == props["query"] == {"type": "string", "maxLength": 4000}
     remember = find(Offers(writes=True), "memory_remember")
     assert remember is not None
     rprops = remember.input_schema()["properties"]
@@ -172,3 +175,25 @@ def test_repo_recall_schema_mirrors_recall_request_v0() -> None:
     assert grep_props == (set(schema["properties"]) - {"query"}) | {"pattern", "ignore_case"}
     assert grep.input_schema()["required"] == ["pattern"]
     assert show.input_schema()["required"] == ["memory"]
+
+
+def test_every_schema_refuses_unknown_arguments_and_uses_only_checked_keywords() -> None:
+    every = Offers(writes=True, queries=True, operations=True, languages=("x",), git=True,
+                   repo=True)
+
+    def keywords(schema: dict[str, object]) -> set[str]:
+        found = set(schema)
+        for key in ("items",):
+            if isinstance(schema.get(key), dict):
+                found |= keywords(schema[key])  # type: ignore[arg-type]
+        for member in (schema.get("properties") or {}).values():  # type: ignore[attr-defined]
+            found |= keywords(member)
+        return found
+
+    for spec in offered(every):
+        schema = spec.input_schema()
+        assert schema["additionalProperties"] is False, spec.name
+        assert keywords(schema) <= arguments.KEYWORDS, spec.name
+    # the repository recall and grep are checked by the library's strict RecallRequestV0 rules
+    assert [s.name for s in offered(every) if not s.checked] == ["repo_memory_recall",
+                                                                 "repo_memory_grep"]

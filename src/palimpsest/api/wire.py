@@ -147,10 +147,13 @@ class Revise(Strict):
 
 
 class Episode(Strict):
-    """One observed turn."""
+    """One observed turn; ``time.valid_from`` is when it was said (what a question naming a
+    date is matched against), ``title`` as for a record (the service's episode fields)."""
 
     content: Content
     attributes: Attributes | None = None
+    title: Annotated[str, StringConstraints(max_length=bounds.MAX_TITLE)] | None = None
+    time: TimeIn | None = None
 
 
 class Observe(Strict):

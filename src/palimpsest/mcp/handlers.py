@@ -22,7 +22,6 @@ from palimpsest.service.model import Caller
 
 MAX_REASON_CHARS = 500
 GRAPH_LIMIT = 60
-RECALL_LIMIT = (1, 50)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +113,14 @@ def memory_list(env: ToolEnv, args: dict[str, Any]) -> Any:
 
 
 def memory_recall(env: ToolEnv, args: dict[str, Any]) -> Any:
-    """Recall over the memory's readable subtree; ``limit`` clamped to 1–50."""
+    """Recall over the memory's readable subtree; ``limit`` 1–50 (the schema refuses others)."""
     body: dict[str, Any] = {}
     _put(body, "query", _str(args, "query"))
     _put(body, "text", _str(args, "text"))
     _put(body, "filters", _obj(args, "filters"))
     _put(body, "types", _strs(args, "types"))
     _put(body, "depth", _int(args, "depth"))
-    limit = _int(args, "limit")
-    if limit is not None:
-        body["limit"] = min(max(limit, RECALL_LIMIT[0]), RECALL_LIMIT[1])
+    _put(body, "limit", _int(args, "limit"))
     return env.service.recall(env.caller, _memory(args), body)
 
 

@@ -31,7 +31,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, Streamable
 from mcp.server.transport_security import TransportSecuritySettings
 
 from palimpsest.errors import PalError
-from palimpsest.mcp import render
+from palimpsest.mcp import arguments, render
 from palimpsest.mcp.handlers import HANDLERS, ToolEnv, compute_offers
 from palimpsest.mcp.tools import Offers, ToolSpec, find, offered
 from palimpsest.service.memories import MemoryService
@@ -103,6 +103,8 @@ def build_server(binding: Binding) -> Server[Any]:
             return _text(f"Unknown tool: {render.error_safe_name(params.name)}", error=True)
         args = dict(params.arguments or {})
         try:
+            if spec is not None and spec.checked:
+                arguments.check(spec.name, spec.input_schema(), args)
             value = await binding.invoke(lambda: handler(env, args))
         except PalError as exc:
             return _text(render.error_text(exc), error=True)

@@ -138,8 +138,6 @@ class Core:
         self._tree: tuple[int, Tree] | None = None
         self._views: dict[frozenset[str], View] = {}
         self._views_of: Tree | None = None
-        self._df: dict[str, int] = {}
-        self._df_at = time.monotonic()
         # secret SHA-256 -> (principals generation, caller): see admin.cached_caller
         self.auth_cache: dict[str, tuple[int, Caller]] = {}
 
@@ -163,22 +161,6 @@ class Core:
         if self._tree is None or self._tree[0] != gen:
             self._tree = (gen, Tree.build(self.store.all_memories(), self.store.all_grants()))
         return self._tree[1]
-
-    def term_docs(self, terms: list[str]) -> dict[str, int]:
-        """Document frequencies of search terms, cached for a minute when non-zero: a count
-        only chooses which terms the BM25 pass ranks first, so a slightly stale one changes
-        the cost of a recall, never what may be read. A term no record held is looked up
-        again every time, so a word written a moment ago is never missed."""
-        now = time.monotonic()
-        if now - self._df_at > 60 or len(self._df) > 50_000:
-            self._df, self._df_at = {}, now
-        out = {t: self._df[t] for t in terms if t in self._df}
-        missing = [t for t in terms if t not in out]
-        if missing:
-            fresh = self.store.term_docs(missing)
-            out.update(fresh)
-            self._df.update({t: n for t, n in fresh.items() if n > 0})
-        return out
 
     def caller_for(self, member_id: str) -> Caller:
         """The caller a member id stands for, with its groups resolved."""

@@ -234,8 +234,11 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
              statuses: tuple[str, ...]
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    # A word no record holds is also looked for as its nearest vocabulary terms (weighted less).
-    expansion = spelling.expand(search_words(req), lambda ts: core.term_docs(list(ts)))
+    # A word no record in reach holds is also looked for as its nearest vocabulary terms in
+    # reach (weighted less): every count is of the memories searched, never of the store, so
+    # neither a correction nor which terms are ranked depends on a record the caller cannot see.
+    expansion = spelling.expand(search_words(req),
+                                lambda ts: core.store.term_docs(list(ts), reach))
     kept, bounded = bounded_terms(expansion.names(), expansion.df)
     if not kept:
         return [], False

@@ -306,10 +306,9 @@ class Store(Protocol):
 
     def term_docs(self, terms: Sequence[str],
                   memory_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """How many indexed records hold each term. ``memory_ids`` names the reach the
-        counts are for; this store answers store-wide counts from its FTS5 vocabulary (they
-        only order the terms a recall scores first), a server store may count within the
-        reach."""
+        """How many indexed records of ``memory_ids`` (``None``: of the whole store) hold each
+        term: a recall counts within its reach only, so no term (nor a spelling correction)
+        is chosen by a record the caller cannot see."""
 
     # --- files and documents -------------------------------------------------------------------
     def file(self, fid: str) -> StoredFile | None:

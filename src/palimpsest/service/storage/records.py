@@ -307,14 +307,39 @@ class RecordRows(ChangesetRows):
 
     def term_docs(self, terms: Sequence[str],
                   memory_ids: Sequence[str] | None = None) -> dict[str, int]:
-        """How many indexed records hold each term. ``memory_ids`` names the reach the counts
-        are for; this store answers store-wide counts from its FTS5 vocabulary (they only order
-        the terms a recall scores first), a server store may count within the reach."""
+        """How many indexed records of ``memory_ids`` (``None``: of the store) hold each term.
+
+        The FTS5 vocabulary answers for the store; when the reach leaves out some memory of the
+        store, every term the vocabulary holds is counted again within the reach (by the
+        index, so a term only another memory holds counts 0 here)."""
         out: dict[str, int] = {}
-        for term in terms:
+        for term in dict.fromkeys(terms):
             r = self._one("SELECT doc FROM record_vocab WHERE term=?", (term,))
             out[term] = int(r["doc"]) if r else 0
+        if memory_ids is None:
+            return out
+        held = [t for t, n in out.items() if n > 0]
+        if not held or self._whole_store(memory_ids):
+            return out
+        mems = self._mems(memory_ids)
+        marks = ",".join("?" * len(mems))
+        for term in held:
+            match = match_terms([term], "any")
+            r = self._one(f"SELECT count(*) AS c FROM record_fts f CROSS JOIN records r "  # noqa: S608
+                          f"ON r.n = f.rowid WHERE record_fts MATCH ? "
+                          f"AND r.mem IN ({marks})", (match, *mems)) \
+                if match is not None and mems else None
+            out[term] = int(r["c"]) if r else 0
         return out
+
+    def _whole_store(self, memory_ids: Sequence[str]) -> bool:
+        """Whether ``memory_ids`` names every memory of the store (then the store's counts are
+        the reach's)."""
+        if not memory_ids:
+            return False
+        marks = ",".join("?" * len(memory_ids))
+        return self._one(f"SELECT 1 FROM memories WHERE id NOT IN ({marks}) LIMIT 1",  # noqa: S608
+                         tuple(memory_ids)) is None
 
     def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
         """Which memory holds each record id (for references and graph edges)."""
