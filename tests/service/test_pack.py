@@ -66,7 +66,7 @@ def test_a_delta_keeps_none_of_its_bases_words() -> None:
 
 
 def test_damaged_bytes_are_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="damaged|unknown form"):
+    with pytest.raises(ValueError, match=r"damaged|unknown form"):
         unpack(b"\x03not deflate")
     with pytest.raises(ValueError, match="unknown form"):
         unpack(b'{"plain":"json"}')

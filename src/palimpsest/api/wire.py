@@ -273,6 +273,25 @@ class HarnessMemoriesPut(Strict):
     observe: bool | None = None
 
 
+# --- provenance ------------------------------------------------------------------------------
+
+B64Key = Annotated[str, StringConstraints(min_length=43, max_length=43)]
+B64Sig = Annotated[str, StringConstraints(min_length=86, max_length=86)]
+
+
+class KeyIn(Strict):
+    """``POST /v1/members/me/keys``: an Ed25519 public key, unpadded base64."""
+
+    public_key: B64Key
+
+
+class SignIn(Strict):
+    """``POST …/changesets/{id}/signatures``: the author's signature over the canonical bytes."""
+
+    public_key: B64Key
+    signature: B64Sig
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
     """The fields the client actually sent, under their wire names, as plain JSON values."""
     return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -285,6 +304,7 @@ __all__ = [
     "GrantPut",
     "Graph",
     "HarnessMemoriesPut",
+    "KeyIn",
     "MemoryCreate",
     "MemoryUpdate",
     "Observe",
@@ -293,6 +313,7 @@ __all__ = [
     "Recall",
     "Remember",
     "Revise",
+    "SignIn",
     "SnapshotCreate",
     "dump",
 ]

@@ -261,6 +261,42 @@ def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: s
     _emit(made, as_json, lambda: [f"removed grant {grant_id}"])
 
 
+# --- the server's signing key ----------------------------------------------------------------
+
+
+@command.group("key")
+def key() -> None:
+    """The server's Ed25519 signing key (docs/provenance.md)."""
+
+
+def _key_lines(doc: Wire) -> list[str]:
+    return [f"{k['status']:8} {k['key_id']}  {k['public_key']}  since {k['created_at']}"
+            + (f" until {k['retired_at']}" if k.get("retired_at") else "")
+            for k in doc["keys"]]
+
+
+@key.command("show")
+@_json_option
+@click.pass_context
+def key_show(ctx: click.Context, as_json: bool) -> None:
+    """Print the published key set (every public key that signed for this server): the file
+    `pal verify --keys` checks against, offline."""
+    with _service(ctx) as svc:
+        doc = svc.provenance_keys()
+    _emit(doc, as_json, lambda: _key_lines(doc))
+
+
+@key.command("rotate")
+@_json_option
+@click.pass_context
+def key_rotate(ctx: click.Context, as_json: bool) -> None:
+    """Make a new signing key; the old public key stays published (retired), so everything it
+    signed still verifies. A running server picks the new key up on its next write."""
+    with _service(ctx) as svc:
+        doc = svc.rotate_server_key()
+    _emit(doc, as_json, lambda: _key_lines(doc))
+
+
 # --- migrate ---------------------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, providers
+from palimpsest.service import grouped, history, providers
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memorygit import log as gitlog
@@ -61,6 +61,8 @@ from palimpsest.service.ops import (
     snapshots,
     tree,
 )
+from palimpsest.service.provenance import members as provenance
+from palimpsest.service.provenance.keys import ServerKeys
 from palimpsest.service.storage import open_store
 from palimpsest.service.storage.protocol import ReviewStore
 
@@ -82,6 +84,11 @@ class MemoryService:
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
         self._store = open_store(self.data_dir, durability=durability)
+        # Every changeset the store accepts is signed by the server's identity, in the same
+        # transaction (docs/provenance.md).
+        self.server_keys = ServerKeys(self.data_dir)
+        self._store.set_signer(
+            lambda cs: self.server_keys.sign(cs, history.canonical_bytes(cs)))
         self._core = Core(self._store, clock)
         self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
 
@@ -174,6 +181,36 @@ class MemoryService:
                 core.apply(cs, op)
 
         return self._store.review_store(), project
+
+    # --- provenance (docs/provenance.md) --------------------------------------------------------
+    def provenance_keys(self) -> Wire:
+        """The published key set: every public key that signed for this server."""
+        return self.server_keys.published()
+
+    def rotate_server_key(self) -> Wire:
+        """Make a new signing key; the old public key stays published (retired)."""
+        return self.server_keys.rotate()
+
+    def register_key(self, caller: Caller, body: Wire) -> Wire:
+        """Register a public key the caller signs its own changesets with."""
+        return provenance.register_key(self._core, caller, body)
+
+    def list_keys(self, caller: Caller) -> Wire:
+        """The caller's registered keys."""
+        return provenance.list_keys(self._core, caller)
+
+    def revoke_key(self, caller: Caller, key_id: str) -> Wire:
+        """Stop one of the caller's keys from signing anything new."""
+        return provenance.revoke_key(self._core, caller, key_id)
+
+    def changeset_signatures(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
+        """A changeset's canonical bytes and its signatures."""
+        return provenance.changeset_signatures(self._core, caller, memory_id, changeset_id)
+
+    def sign_changeset(self, caller: Caller, memory_id: str, changeset_id: str,
+                       body: Wire) -> Wire:
+        """Keep the author's own signature of its changeset (checked first)."""
+        return provenance.countersign(self._core, caller, memory_id, changeset_id, body)
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
