@@ -1,14 +1,22 @@
-"""Recall quality on LoCoMo and LongMemEval_S, against a same-run BM25 baseline. No LLM, CPU only.
+r"""Recall quality on LoCoMo and LongMemEval_S, against a same-run BM25 baseline. No LLM, CPU only.
 
     .venv/bin/python bench/quality.py [--bench locomo|lme|all] [--limit N]
                                       [--split dev|held|both|all] [--out FILE]
+                                      [--no-perturb] [--no-upstream]
     .venv/bin/python bench/quality.py --write-docs RESULT.json [RESULT.json ...]
 
 - Ours: every benchmark user gets a fresh data directory; its turns are written as ``episode``
   records through :class:`palimpsest.service.memories.MemoryService` as an agent harness would
   (text, role, speaker, ``session_id`` as the Hermes provider writes it, and the session time)
   and every question is one ``recall`` call. There is no other index.
-- The baseline is ``rank_bm25.BM25Okapi`` over the same texts split on single spaces.
+- Two baselines in the same run, both ``rank_bm25.BM25Okapi`` defaults over the same texts:
+  ``bm25`` splits on single spaces (the upstream LongMemEval scripts), ``bm25_words`` takes
+  lower-cased ``\w+`` words (the stronger simple baseline).
+- LongMemEval's official protocol runs twice: as the bench stores a conversation (user and
+  assistant turns written, user turns asked for with a filter) and exactly as upstream (only
+  the user turns are written at all).
+- Every question is also asked perturbed (bench/quality_perturb.py: lower-case, no
+  punctuation, a filler preamble, one typo, all four) for the perturbation table.
 
 Prints one JSON document; ``--write-docs`` also rewrites the quality section of
 docs/benchmarks.md.
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import defaultdict
@@ -40,6 +49,7 @@ from quality_data import (
     scores,
     sessions_of,
 )
+from quality_perturb import PERTURBATIONS
 
 from palimpsest.errors import PalError
 
@@ -84,13 +94,19 @@ def _clock_at(corpus: Corpus) -> Callable[[], int] | None:
 
 # --- engines -----------------------------------------------------------------------------------
 class BM25Engine:
-    """The issue's baseline: BM25Okapi defaults over ``text.split(" ")``."""
+    """A baseline: BM25Okapi defaults over ``text.split(" ")`` (``space``, upstream's
+    protocol) or over lower-cased ``\\w+`` words (``words``)."""
 
-    name = "bm25"
+    def __init__(self, split: str = "space") -> None:
+        self.name = "bm25" if split == "space" else "bm25_words"
+        words = re.compile(r"\w+")
+        self.tokens: Callable[[str], list[str]] = (
+            (lambda t: t.split(" ")) if split == "space" else (lambda t: words.findall(t.lower())))
 
     def open(self, corpus: Corpus) -> Searcher:
         from rank_bm25 import BM25Okapi
 
+        tokens = self.tokens
         indexes: dict[tuple[str | None, str], tuple[BM25Okapi, list[str]]] = {}
 
         def index(role: str | None, unit: str) -> tuple[BM25Okapi, list[str]]:
@@ -105,12 +121,12 @@ class BM25Engine:
                     texts = [" ".join(joined[k]) for k in keys]
                 else:
                     keys, texts = [d.key for d in docs], [d.text for d in docs]
-                indexes[(role, unit)] = (BM25Okapi([t.split(" ") for t in texts]), keys)
+                indexes[(role, unit)] = (BM25Okapi([tokens(t) for t in texts]), keys)
             return indexes[(role, unit)]
 
         def search(query: str, question: Question, role: str | None, unit: str) -> list[str]:
-            bm25, keys = index(role, unit)
-            got = bm25.get_scores(query.split(" "))
+            bm25, keys = index(role, "session" if unit == "session" else "turn")
+            got = bm25.get_scores(tokens(query))
             order = sorted(range(len(keys)), key=lambda i: (-got[i], i))
             return [keys[i] for i in order[:100]]
 
@@ -209,10 +225,19 @@ def _timed(search: Searcher, query: str, q: Question, role: str | None,
     return ranking
 
 
-def run_locomo(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, object]:
-    """Turn- and session-level metrics per category and overall (categories 1–4)."""
+def _user_only(corpus: Corpus) -> Corpus:
+    """The corpus as upstream LongMemEval indexes it: the user turns alone."""
+    return Corpus(corpus.name + "/user", tuple(d for d in corpus.docs if d.role == "user"),
+                  corpus.questions)
+
+
+def run_locomo(engine: object, corpora: Iterable[Corpus], split: str,
+               perturb: bool = True) -> dict[str, object]:
+    """Turn- and session-level metrics per category and overall (categories 1–4), and the
+    turn-level metrics of the perturbed questions (categories 1–4)."""
     turn_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     sess_rows: dict[str, list[dict[str, float]]] = defaultdict(list)
+    perturbed: dict[str, list[dict[str, float]]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
     for corpus in corpora:
         qs = [q for q in corpus.questions if _in_split(q.id, split)]
@@ -229,23 +254,34 @@ def run_locomo(engine: object, corpora: Iterable[Corpus], split: str) -> dict[st
             for bucket in buckets:
                 turn_rows[bucket].append(t)
                 sess_rows[bucket].append(s)
+            if perturb and q.category != "5":
+                perturbed["none"].append(t)
+                for name, change in PERTURBATIONS.items():
+                    asked = change(q.text, q.id)
+                    perturbed[name].append(
+                        scores(search(asked, q, None, "turn"), q.gold_turns, len(corpus.docs)))
     pick = [f"{m}@{k}" for m in ("recall_any", "recall_all", "ndcg_any") for k in KS]
     def cut(rows: list[dict[str, float]]) -> dict[str, float]:
         agg = _agg(rows)
         return {k: agg[k] for k in pick if k in agg} | {"n": len(rows)}
-    return {
+    out: dict[str, object] = {
         "turn": {b: cut(r) for b, r in sorted(turn_rows.items())},
         "session": {b: cut(r) for b, r in sorted(sess_rows.items())},
         "latency_ms": _latency(lat),
     }
+    if perturbed:
+        out["perturbed_turn_1_4"] = {name: cut(rows) for name, rows in perturbed.items()}
+    return out
 
 
-def run_lme(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, object]:
-    """Official protocol (user turns; non-abstention with a user gold turn) and common variant."""
-    off_turn: list[dict[str, float]] = []
-    off_sess: list[dict[str, float]] = []
-    common: list[dict[str, float]] = []
+def run_lme(engine: object, corpora: Iterable[Corpus], split: str, perturb: bool = True,
+            upstream: bool = True) -> dict[str, object]:
+    """Official protocol (user turns; non-abstention with a user gold turn) as the bench
+    stores a conversation and exactly as upstream (user turns only), the common variant, and
+    the official session metrics of the perturbed questions."""
+    rows: dict[str, list[dict[str, float]]] = defaultdict(list)
     by_type: dict[str, list[dict[str, float]]] = defaultdict(list)
+    perturbed: dict[str, list[dict[str, float]]] = defaultdict(list)
     lat: dict[str, list[float]] = defaultdict(list)
     for corpus in corpora:
         q = corpus.questions[0]
@@ -257,25 +293,37 @@ def run_lme(engine: object, corpora: Iterable[Corpus], split: str) -> dict[str, 
         n_sessions = len(set(session_of.values()))
         if q.gold_turns:
             ranking = _timed(search, q.text, q, "user", lat)
-            off_turn.append(scores(ranking, q.gold_turns, len(user_docs)))
+            rows["official_turn"].append(scores(ranking, q.gold_turns, len(user_docs)))
             s = scores(search(q.text, q, "user", "session"), q.gold_sessions, n_sessions)
-            off_sess.append(s)
+            rows["official_session"].append(s)
             by_type[q.category].append(s)
+            if perturb:
+                perturbed["none"].append(s)
+                for name, change in PERTURBATIONS.items():
+                    asked = change(q.text, q.id)
+                    perturbed[name].append(scores(search(asked, q, "user", "session"),
+                                                  q.gold_sessions, n_sessions))
         _timed(search, q.text, q, None, lat)
         gold = q.extra["answer_sessions"]
-        common.append(scores(search(q.text, q, None, "session"), gold, n_sessions))  # type: ignore[arg-type]
+        rows["common_session_user_assistant"].append(
+            scores(search(q.text, q, None, "session"), gold, n_sessions))  # type: ignore[arg-type]
+        if upstream and q.gold_turns:
+            alone = engine.open(_user_only(corpus))  # type: ignore[attr-defined]
+            rows["upstream_turn"].append(
+                scores(alone(q.text, q, None, "turn"), q.gold_turns, len(user_docs)))
+            rows["upstream_session"].append(
+                scores(alone(q.text, q, None, "session"), q.gold_sessions, n_sessions))
     pick = ("recall_any@5", "recall_all@5", "ndcg_any@5", "recall_all@10", "ndcg_any@10",
             "recall_any@1", "recall_all@1", "recall_all@3", "ndcg_any@3", "recall_any@10")
     def cut(rows: list[dict[str, float]]) -> dict[str, float]:
         agg = _agg(rows)
         return {k: agg[k] for k in pick if k in agg} | {"n": len(rows)}
-    return {
-        "official_session": cut(off_sess),
-        "official_turn": cut(off_turn),
-        "official_session_by_type": {t: cut(r) for t, r in sorted(by_type.items())},
-        "common_session_user_assistant": cut(common),
-        "latency_ms": _latency(lat),
-    }
+    out: dict[str, object] = {key: cut(r) for key, r in rows.items()}
+    out["official_session_by_type"] = {t: cut(r) for t, r in sorted(by_type.items())}
+    out["latency_ms"] = _latency(lat)
+    if perturbed:
+        out["perturbed_official_session"] = {name: cut(r) for name, r in perturbed.items()}
+    return out
 
 
 def _latency(lat: dict[str, list[float]]) -> dict[str, dict[str, float]]:
@@ -403,6 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=0, help="at most N corpora per benchmark")
     ap.add_argument("--split", choices=["dev", "held", "both", "all"], default="both")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--no-perturb", action="store_true", help="skip the perturbed questions")
+    ap.add_argument("--no-upstream", action="store_true",
+                    help="skip LongMemEval's user-turns-only run")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     ap.add_argument("--write-docs", nargs="*", type=Path, default=None, metavar="JSON",
@@ -416,7 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")
     workdir = args.workdir or Path(tmp.name)
     ours = ServiceEngine(workdir)
-    engines: list[object] = [ours] + ([] if args.no_baseline else [BM25Engine()])
+    engines: list[object] = [ours] + (
+        [] if args.no_baseline else [BM25Engine("space"), BM25Engine("words")])
+    perturb = not args.no_perturb
     splits = ["dev", "held"] if args.split == "both" else [args.split]
     result: dict[str, object] = {"limit": args.limit or None}
     if args.bench in ("locomo", "all"):
@@ -424,7 +477,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.limit:
             corpora = corpora[: args.limit]
         result["locomo"] = {
-            split: {e.name: run_locomo(e, corpora, split) for e in engines}  # type: ignore[attr-defined]
+            split: {e.name: run_locomo(e, corpora, split, perturb)  # type: ignore[attr-defined]
+                    for e in engines}
             for split in splits
         }
     if args.bench in ("lme", "all"):
@@ -435,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
             questions = questions[:: max(1, len(questions) // args.limit)][: args.limit]
         corpora_l = list(lme_corpora(folder, questions))
         result["longmemeval_s"] = {
-            split: {e.name: run_lme(e, corpora_l, split) for e in engines}  # type: ignore[attr-defined]
+            split: {e.name: run_lme(e, corpora_l, split, perturb,  # type: ignore[attr-defined]
+                                    not args.no_upstream) for e in engines}
             for split in splits
         }
     for engine in engines:

@@ -49,7 +49,7 @@ def test_human_first_start_output(tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None
-        lines = [proc.stdout.readline().decode() for _ in range(4)]
+        lines = [proc.stdout.readline().decode() for _ in range(5)]
     finally:
         proc.terminate()
         try:
@@ -62,6 +62,7 @@ def test_human_first_start_output(tmp_path: Path) -> None:
     assert lines[0].startswith("first start: created owner member ")
     assert lines[1].startswith("owner credential (shown once, store it now): ")
     assert lines[3].startswith("listening on http://127.0.0.1:")
+    assert lines[4].startswith("review desk: http://127.0.0.1:") and "/ui/" in lines[4]
     assert all("\x1b" not in line for line in lines)
 
 
@@ -150,7 +151,7 @@ def test_make_run_starts_the_service() -> None:
 def test_admin_human_output_has_no_control_bytes(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
     hostile = "evil\x1b[2J\x1b]0;pwned\x07\u202ename"
-    _admin(data_dir, "member", "create", hostile, "--type", "agent")
+    _admin(data_dir, "--create", "member", "create", hostile, "--type", "agent")
     _admin(data_dir, "group", "create", hostile)
     for args in (["member", "list"], ["group", "list"]):
         result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), *args],

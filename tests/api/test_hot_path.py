@@ -139,7 +139,8 @@ def _exchange(side: _Side, client: httpx.Client, case: tuple[str, str, dict[str,
         or side.memories[memory]
     response = client.post(f"/v1/memories/{mid}/records{suffix}", content=body,
                            headers={"Authorization": f"Bearer {side.tokens[who]}",
-                                    "Content-Type": "application/json", **headers})
+                                    "Content-Type": "application/json",
+                                    "X-Request-Id": "same-on-both-sides", **headers})
     raw_headers = [(k, v.replace(side.url.encode(), b"<server>"))
                    for k, v in response.headers.raw if k.lower() != b"date"]
     return response.status_code, raw_headers, response.content

@@ -2,7 +2,9 @@
 
 It loads the provider the way Hermes does — `plugins.memory.load_memory_provider` from
 `$HERMES_HOME/plugins/` — and drives it through Hermes' own `MemoryManager`:
-initialize_all → (queue_prefetch_all → prefetch_all → sync_all) per turn → shutdown_all.
+initialize_all → per turn ([queue_prefetch_all of the turn's "warm" query, when it has one] →
+prefetch_all(ask) → sync_all) → shutdown_all. A turn without "warm" is what Hermes does on the
+first turn of a session: nothing was queued before it.
 Reads a JSON plan on stdin, prints one JSON result on stdout; any exception escapes (the test
 asserts the process exits 0, which is the "no exception reaches Hermes" check).
 """
@@ -28,6 +30,7 @@ def main() -> None:
             list(item) for item in discover_memory_providers() if item[0] == "palimpsest"
         ],
         "is_memory_provider": isinstance(provider, MemoryProvider),
+        "available": provider.is_available(),
         "module": type(provider).__module__,
         "turns": [],
     }
@@ -36,9 +39,10 @@ def main() -> None:
     manager.initialize_all(session_id=plan["session"], platform="cli", agent_context="primary")
     out["tools"] = [schema["name"] for schema in manager.get_all_tool_schemas()]
     for turn in plan["turns"]:
-        manager.queue_prefetch_all(turn["warm"], session_id=plan["session"])
-        manager.flush_pending(timeout=30)
-        provider.wait_idle(30)
+        if turn.get("warm"):
+            manager.queue_prefetch_all(turn["warm"], session_id=plan["session"])
+            manager.flush_pending(timeout=30)
+            provider.wait_idle(30)
         text = manager.prefetch_all(turn["ask"], session_id=plan["session"])
         status = provider.recall_status()
         manager.sync_all(

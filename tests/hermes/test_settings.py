@@ -59,6 +59,15 @@ def test_timeout_defaults_and_write_timeout_follows_read_timeout() -> None:
     assert own.write_timeout == 60.0
 
 
+def test_prefetch_wait_is_short_by_default_and_bounded() -> None:
+    assert s.load_direct(_direct()).prefetch_wait == 0.3
+    assert s.load_direct(_direct(PREFETCH_WAIT="0")).prefetch_wait == 0.0  # never wait
+    assert s.load_direct(_direct(PREFETCH_WAIT="5")).prefetch_wait == 5.0
+    for bad in ("5.1", "-0.1", "nan", "1e0", "soon"):
+        with pytest.raises(ConfigError, match="PALIMPSEST_HERMES_PREFETCH_WAIT"):
+            s.load_direct(_direct(PREFETCH_WAIT=bad))
+
+
 @pytest.mark.parametrize("key", ["AUTO_RECALL", "AUTO_CAPTURE"])
 def test_boolean_settings(key: str) -> None:
     field = key.lower()
@@ -104,6 +113,7 @@ def test_url_origins_accepted(raw: str, expected: str) -> None:
         "http://127.0.0.1:99999",
         "127.0.0.1:9000",
         "http://127.0.0.1:9000\r\nX: y",
+        "https://memory.\udcffexample",  # undecodable environment bytes (os.environ)
     ],
 )
 def test_url_refused(raw: str) -> None:
@@ -113,7 +123,8 @@ def test_url_refused(raw: str) -> None:
 
 def test_memory_and_token_bounds() -> None:
     assert s.load_direct(_direct(MEMORY="m" * 256)).memory_id == "m" * 256
-    for bad_memory in ("", "  ", "m" * 257, "hmem\n_a"):
+    # a lone surrogate (found by the hermes_connection fuzz target) broke every request later
+    for bad_memory in ("", "  ", "m" * 257, "hmem\n_a", "hmem_\udcff", "\ud800"):
         with pytest.raises(ConfigError, match="PALIMPSEST_HERMES_MEMORY"):
             s.load_direct(_direct(MEMORY=bad_memory))
     assert s.load_direct(_direct(TOKEN="t" * 4096)).token == "t" * 4096
@@ -190,6 +201,8 @@ def test_managed_connection_file_is_reloaded_on_each_call(tmp_path: Path) -> Non
     ("doc", "message"),
     [
         ({"version": 2}, "version"),
+        ({"version": True}, "version"),  # True == 1 in Python (found by the fuzz target)
+        ({"version": 1.0}, "version"),
         ({"extra": 1}, "unknown key"),
         ({"memory_id": 5}, "memory_id"),
         ({"server_url": "http://evil.example"}, "https"),
@@ -214,6 +227,35 @@ def test_connection_file_strict_json(tmp_path: Path) -> None:
     path.write_text(" " * (s.MAX_CONNECTION_BYTES + 1))
     with pytest.raises(ConfigError, match="larger"):
         s.load_settings({}, tmp_path)
+    # found by the hermes_connection fuzz target: a RecursionError escaped the ConfigError
+    path.write_text("[" * 5000)
+    with pytest.raises(ConfigError, match="nests too deeply"):
+        s.load_settings({}, tmp_path)
+
+
+@pytest.mark.parametrize("suffix", ["\x00", "\x1b[2J", "\n"])
+def test_19_control_characters_in_file_paths_refused(tmp_path: Path, suffix: str) -> None:
+    # Found by the hermes_connection fuzz target: a JSON "\u0000" in credential_file made
+    # stat() raise ValueError past ConfigError; other controls were echoed into the message.
+    _connection(tmp_path, credential_file=str(tmp_path / f"agent{suffix}.cred"))
+    with pytest.raises(ConfigError, match="control characters") as caught:
+        s.load_settings({}, tmp_path)
+    assert suffix not in str(caught.value)
+    env = {"PALIMPSEST_HERMES_CONNECTION_FILE": str(tmp_path / f"c{suffix}.json")}
+    with pytest.raises(ConfigError, match="control characters"):
+        s.load_settings(env, tmp_path)
+
+
+def test_19_credential_path_that_is_no_file_name_refused(tmp_path: Path) -> None:
+    # Found by the hermes_connection fuzz target: a JSON "\ud800" in credential_file made
+    # stat() raise UnicodeEncodeError past ConfigError.
+    _connection(tmp_path, credential_file=str(tmp_path / "agent\ud800.cred"))
+    with pytest.raises(ConfigError, match="not a valid file name"):
+        s.load_settings({}, tmp_path)
+    # undecodable environment bytes (surrogateescape) are a file name like any other
+    token = _credential(tmp_path / os.fsdecode(b"agent\xff.cred"))
+    env = {"PALIMPSEST_HERMES_MEMORY": "hmem_a", "PALIMPSEST_HERMES_TOKEN_FILE": str(token)}
+    assert s.load_direct(env).token == "tok-file"
 
 
 def test_explicit_connection_file_must_be_absolute(tmp_path: Path) -> None:

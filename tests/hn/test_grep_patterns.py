@@ -101,6 +101,8 @@ def test_pattern_byte_limit_counts_utf8_bytes() -> None:
         (r"\Qa.b\E", FIXED_OVERHEAD + 3),
         (r"[a-z]\p{Han}\x{263a}.", FIXED_OVERHEAD + 4),
         ("a{,2}", FIXED_OVERHEAD + 5),  # not a repeat in Go: five literal runes
+        ("a{01}", FIXED_OVERHEAD + 5),  # leading zeros: literal text in Go and RE2
+        ("a{1,05}", FIXED_OVERHEAD + 7),
     ],
 )
 def test_estimate_model(pattern: str, estimate: int) -> None:
@@ -241,6 +243,13 @@ def test_perl_classes_are_ascii_like_go() -> None:
     assert not _matches(r"\bé", "é")  # \b is an ASCII word boundary
 
 
+def test_19_counts_with_leading_zeros_are_literal_text() -> None:
+    # Found by the regex fuzz target: the estimate read "{000,1000}" as a repeat of nothing and
+    # refused a pattern Go and RE2 both accept as literal braces.
+    assert _matches("(?i){000,1000}+$", "{000,1000}}")
+    assert _matches("^a{02}$", "a{02}") and not _matches("^a{02}$", "aa")
+
+
 def test_named_groups_in_both_spellings() -> None:
     assert _matches("(?P<a>x)(?<b>y)", "xy")
 
@@ -252,3 +261,12 @@ def test_any_byte_escape_refused_even_when_ignoring_case() -> None:
 def test_invalid_utf8_is_refused_before_length() -> None:
     error = _refused(b"\xff" * 10)
     assert error.code == "regex-invalid-utf8"
+
+
+def test_19_syntax_error_message_is_one_inert_line() -> None:
+    # Found by the regex fuzz target: RE2 quotes the bad part of the pattern, raw NUL and LF
+    # included, and the refusal carried them to terminals and MCP clients.
+    error = _refused(b"\\p{\n\x00\x1b[2J}")
+    assert error.code == "regex-invalid"
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in error.message)
+    assert "\\n" in error.message  # still says where it broke, as visible text

@@ -197,3 +197,18 @@ def test_strict_json_request() -> None:
 def test_strict_json_request_refusals(text: bytes) -> None:
     with pytest.raises(InvalidInput):
         request_from_json(text)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{"topic": ["\udcff"]}, {"query": "ab\udcff"}, {"path": "src/\ud800.py"},
+     {"subject": "issue:\ud800"}, {"cursor": "\udc80"}],
+    ids=["topic", "query", "path", "subject", "cursor"],
+)  # fmt: skip
+def test_19_lone_surrogates_refused_naming_the_field(flags: dict[str, object]) -> None:
+    # argv bytes that are not UTF-8 arrive as lone surrogates, and so does a JSON "\ud800"
+    # through MCP; they were a UnicodeEncodeError (topic) or "invalid JSON" (query, path).
+    with pytest.raises(InvalidInput) as caught:
+        normalize_request(at_commit=HEAD, **flags)  # type: ignore[arg-type]
+    assert caught.value.code == "invalid-recall-request"
+    assert next(iter(flags)) in caught.value.message

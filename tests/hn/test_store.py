@@ -163,6 +163,8 @@ def _corruptions(repo: pygit2.Repository) -> dict[str, pygit2.Oid]:
         "signature as payload": raw_tree(repo, [("100644", "memory.json", s), ("100644", "signature", p)]),
         "missing tree object": pygit2.Oid(hex="f" * 40),
         "blob as tree": p,
+        # found by the gitstream fuzz target: libgit2 could not parse it and GitError escaped
+        "unparsable tree object": repo.odb.write(pygit2.enums.ObjectType.TREE, b"100644 memory.json"),
     }  # fmt: skip
 
 
@@ -172,7 +174,7 @@ CORRUPTION_NAMES = [
     "signature with LF", "oversized signature", "non-JSON payload", "unknown-field payload",
     "actor/key mismatch", "sequence 0", "signature by another key", "oversized payload",
     "symlink entry", "zero-padded mode", "swapped order", "signature as payload",
-    "missing tree object", "blob as tree",
+    "missing tree object", "blob as tree", "unparsable tree object",
 ]  # fmt: skip
 
 

@@ -88,8 +88,8 @@ def test_admin_key_show_and_rotate(tmp_path: Path) -> None:
     data = tmp_path / "data"
 
     def pal(*args: str) -> Any:
-        done = subprocess.run(pal_command("admin", "--data-dir", str(data), "key", *args,
-                                          "--json"), capture_output=True, check=True)
+        done = subprocess.run(pal_command("admin", "--data-dir", str(data), "--create", "key",
+                                          *args, "--json"), capture_output=True, check=True)
         return json.loads(done.stdout)
 
     first = pal("show")

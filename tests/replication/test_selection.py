@@ -127,6 +127,17 @@ def test_malformed_selection_files_refused(doc: bytes) -> None:
         decode_selection(doc, remote="origin")
 
 
+@pytest.mark.parametrize("value", [2**63, 10**20 - 1])
+def test_19_budget_beyond_go_int64_refused(value: int) -> None:
+    # Found by the selection fuzz target: 20-digit budgets were accepted and written back,
+    # and upstream cannot read such a file (its budgets are Go ints).
+    doc = b'{"version": 1, "remote": "origin", "all": true, "budgets": {"maxEvents": %d}}' % value
+    with pytest.raises(InvalidInput) as caught:
+        decode_selection(doc, remote="origin")
+    assert caught.value.code == "invalid-budget"
+    assert decode_selection(doc.replace(b"%d" % value, b"%d" % (2**63 - 1)), remote="origin")
+
+
 def test_save_and_load_round_trip_with_private_modes(tmp_path: Path) -> None:
     git_dir = tmp_path / "git"
     selection = build_selection("origin", memories=[ALICE_STREAM])
@@ -156,3 +167,20 @@ def test_cli_select_then_show(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert bad.stderr.startswith("pal: ") and bad.stderr.count("\n") == 1
     assert saved.read_bytes().count(b"maxEvents\": 7") == 1  # refused call changed nothing
+
+
+@pytest.mark.parametrize("where", ["top", "budgets"])
+def test_19_unknown_field_named_inertly(where: str) -> None:
+    # Found by the selection fuzz target: the unknown key was echoed raw (DEL, ESC, newlines).
+    key = '"versi\\u001b[2J\\u007fn\\n' + "x" * 200 + '"'
+    base = '"version": 1, "remote": "origin", "all": true'
+    doc = (
+        "{" + base + ', "budgets": {' + key + ": 1}}"
+        if where == "budgets"
+        else "{" + key + ": 1, " + base + ', "budgets": {}}'
+    )
+    with pytest.raises(InvalidInput) as caught:
+        decode_selection(doc.encode(), remote="origin")
+    assert caught.value.code == "bad-selection"
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in caught.value.message)
+    assert len(caught.value.message) < 120

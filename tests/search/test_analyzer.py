@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from palimpsest.search.analyzer import MAX_TERM_CHARS, analyze, query_terms, stem
+from palimpsest.search.analyzer import MAX_TERM_CHARS, analyze, query_terms, query_words, stem
 
 
 @pytest.mark.parametrize(
@@ -87,3 +87,36 @@ def test_ascii_fast_path_matches_general_path() -> None:
     # The same words with one non-ASCII character appended take the general path.
     text = "Hello, World! it's 2023-05-08; foo_bar x" + "y" * 100
     assert analyze(text) == analyze(text + " é")[:-1]
+
+
+@pytest.mark.parametrize(
+    ("question", "terms"),
+    [
+        pytest.param("Hey, quick question: what did Caroline paint?", ["carolin", "paint"],
+                     id="greeting-and-preamble"),
+        pytest.param("Hi! Can you remind me where Melanie camped?", ["melanie", "camp"],
+                     id="remind-me"),
+        pytest.param("Sorry to bother you, but when is the Acme renewal?", ["acm", "renewal"],
+                     id="apology"),
+        pytest.param("Okay so I was wondering, which pets does Jon have?", ["pet", "jon"],
+                     id="wondering"),
+        pytest.param("um, do you remember the dentist thanks", ["dentist"], id="hesitation"),
+        pytest.param("What questions did the quick reviewer ask?",
+                     ["question", "quick", "reviewer", "ask"], id="content-words-stay"),
+    ],
+)
+def test_query_terms_leave_out_conversational_padding(question: str, terms: list[str]) -> None:
+    assert query_terms(question) == terms
+
+
+def test_padding_alone_is_still_a_query_and_documents_keep_it() -> None:
+    assert query_terms("Hello!") == ["hello"]
+    assert query_terms("thank you!") == ["thank"]
+    assert query_terms("thank you so much") == ["much"]
+    assert query_terms("hey, thanks") == ["hey", "thank"]
+    assert analyze("Hey, quick question: thanks") == ["hey", "quick", "question", "thank"]
+
+
+def test_query_words_keep_the_typed_word_beside_its_term() -> None:
+    assert query_words("Hey, Caroline's paintings?") == [("caroline", "carolin"),
+                                                       ("paintings", "paint")]

@@ -63,3 +63,56 @@ def test_locomo_evidence_quirks_normalised(qd: ModuleType) -> None:
     known = {"D8:6", "D9:17", "D11:26", "D30:5", "D1:3"}
     raw = ["D8:6; D9:17", "D:11:26", "D30:05", "D10:19", "D"]
     assert qd._evidence_ids(raw, known) == {"D8:6", "D9:17", "D11:26", "D30:5"}
+
+
+@pytest.fixture(scope="module")
+def qp() -> ModuleType:
+    path = BENCH.with_name("quality_perturb.py")
+    spec = importlib.util.spec_from_file_location("quality_perturb", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Damerau distance exactly 1 (drop, insert, replace, or swap two neighbours)."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    return (a[i + 1:] == b[i:] or a[i:] == b[i + 1:] or a[i + 1:] == b[i + 1:]
+            or (a[i:i + 2] == b[i:i + 2][::-1] and a[i + 2:] == b[i + 2:]))
+
+
+QUESTION = "What did Caroline's friends give her on October 13, 2023?"
+
+
+def test_perturbations_are_deterministic_per_question(qp: ModuleType) -> None:
+    for change in qp.PERTURBATIONS.values():
+        assert change(QUESTION, "conv-26#3") == change(QUESTION, "conv-26#3")
+    fillers = {qp.filler(QUESTION, f"q{i}") for i in range(40)}
+    assert len(fillers) > 1  # the id chooses the preamble
+
+
+def test_each_perturbation_does_what_it_says(qp: ModuleType) -> None:
+    assert qp.lower(QUESTION, "x") == QUESTION.lower()
+    assert qp.no_punct(QUESTION, "x") == "What did Carolines friends give her on October 13 2023"
+    padded = qp.filler(QUESTION, "x")
+    assert any(padded.startswith(p) for p in qp.FILLERS)
+    assert padded.lower().endswith(QUESTION.lower())
+    for i in range(50):
+        slipped = qp.typo(QUESTION, f"q{i}")
+        before, after = QUESTION.split(), slipped.split()
+        assert len(before) == len(after)
+        changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
+        assert len(changed) == 1  # exactly one word, by one edit
+        a, b = changed[0]
+        word = a.strip("'s,?")
+        assert len(word) >= 4 and word.lower() not in {"what"}  # a question word is never hit
+        assert _one_edit(a, b)
+    together = qp.everything(QUESTION, "x")
+    assert together == together.lower() and "," not in together and "?" not in together
+
+
+def test_typo_leaves_a_question_without_long_words_alone(qp: ModuleType) -> None:
+    assert qp.typo("Who did it?", "x") == "Who did it?"

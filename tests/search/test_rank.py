@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from palimpsest.search import fts, rank
+import pytest
+
+from palimpsest.search import bm25, fts, rank
 
 TEXTS = {
     "r1": "We adopted a puppy named Max last spring",
@@ -84,3 +86,56 @@ def test_records_of_one_conversation_support_each_other() -> None:
     ]
     assert [r.key for r in rank.rerank("tea", attrs, limit=6)] == expected
 
+
+def test_the_records_beside_a_hit_in_its_conversation_rise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # "reply" was written right after the best hit "question" in the same conversation;
+    # "later" came further on (after a record that matched nothing) and matches the words a
+    # little better than the reply.
+    cands = [
+        rank.Candidate("question", "", 9.0, analyzed="adopt puppi", thread="s1"),
+        rank.Candidate("later", "", 2.9, analyzed="puppi", thread="s1", follows="unmatched"),
+        rank.Candidate("reply", "", 2.8, analyzed="puppi", thread="s1", follows="question"),
+        rank.Candidate("apart", "", 2.7, analyzed="puppi", thread="s2", follows="question"),
+    ]
+    ranked = [r.key for r in rank.rerank("adopt puppy", cands, limit=4)]
+    assert ranked.index("reply") < ranked.index("later")
+    # a link into another conversation is no neighbourhood
+    alone = [r.key for r in rank.rerank("adopt puppy", cands[3:] + cands[:1], limit=2)]
+    assert alone == ["question", "apart"]
+    monkeypatch.setattr(rank, "NEIGHBOUR_WEIGHT", 0.0)
+    without = [r.key for r in rank.rerank("adopt puppy", cands, limit=4)]
+    assert without.index("later") < without.index("reply")
+
+
+def test_a_correction_counts_less_than_a_word_typed_exactly() -> None:
+    # BM25 puts "fixed" (holding only a correction's term) above "exact" (holding the word as
+    # typed); the weights decide which of the two the question's coverage lifts over the other.
+    cands = [rank.Candidate("other", "over lakes", 1.2, analyzed="over lake"),
+             rank.Candidate("fixed", "paint over lakes", 1.1, analyzed="paint over lake"),
+             rank.Candidate("exact", "sunset over lakes", 1.0, analyzed="sunset over lake")]
+
+    def order(weights: dict[str, float]) -> list[str]:
+        keys = [r.key for r in rank.rerank("sunset paintt lakes", cands, limit=3,
+                                           weights=weights)]
+        return [k for k in keys if k != "other"]
+
+    assert order({"sunset": 1.0, "paintt": 1.0, "paint": 0.5, "lake": 1.0}) == ["exact", "fixed"]
+    assert order({"sunset": 0.5, "paint": 1.0, "lake": 1.0}) == ["fixed", "exact"]
+
+
+def test_with_reach_statistics_the_bm25_order_is_computed_not_taken() -> None:
+    # Given scores (as store-wide FTS5 statistics might give) claim r1 is best for "max";
+    # statistics of the searched records make r2 (five times "max") the best.
+    cands = [rank.Candidate(c.key, c.text, 100.0 if c.key == "r1" else 1.0, analyzed=c.analyzed)
+             for c in candidates("max")]
+    assert {c.key for c in cands} == {"r1", "r2"}
+    stats = bm25.Statistics(4, 30, {"max": 2})
+    taken = rank.rerank("max", cands, limit=2)
+    ranked = rank.rerank("max", cands, limit=2, statistics=stats)
+    assert [r.key for r in taken] == ["r1", "r2"]
+    assert [r.key for r in ranked] == ["r2", "r1"]
+    docs = [bm25.Document(c.analyzed or "") for c in cands]
+    computed = dict(zip((c.key for c in cands), bm25.scores({"max": 1.0}, docs, stats),
+                        strict=True))
+    assert computed["r2"] > computed["r1"]

@@ -93,3 +93,99 @@ def test_rerank_without_now_or_period_ignores_time() -> None:
     assert plain == ["a", "b", "c", "d"]  # ties fall back to the key
     no_now = rank.rerank("Where did I go hiking two weeks ago?", _cands(), limit=4)
     assert [r.key for r in no_now] == plain
+
+
+def _utc(*parts: int) -> datetime:
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        pytest.param("What painting did Melanie show on October 13, 2023?", (2023, 10, 13),
+                     (2023, 10, 13), id="month-day-year"),
+        pytest.param("What did Gina find on 1 February, 2023?", (2023, 2, 1), (2023, 2, 1),
+                     id="day-month-year"),
+        pytest.param("the book he finished on the 8th of December, 2023", (2023, 12, 8),
+                     (2023, 12, 8), id="ordinal-of"),
+        pytest.param("our trip 2023-05-08", (2023, 5, 8), (2023, 5, 8), id="iso"),
+        pytest.param("Where did Joanna travel to in July 2022?", (2022, 7, 1), (2022, 7, 31),
+                     id="month-year"),
+        pytest.param("what did we plan in May, 2023", (2023, 5, 1), (2023, 5, 31),
+                     id="ambiguous-month-with-year"),
+        pytest.param("What did John visit in 2022?", (2022, 1, 1), (2022, 12, 31), id="year"),
+        pytest.param("during summer 2022", (2022, 6, 1), (2022, 8, 31), id="season"),
+        pytest.param("the week before August 3, 2023", (2023, 8, 3), (2023, 8, 3),
+                     id="anchored-day"),
+        pytest.param("between August 5 and August 9, 2023", (2023, 8, 5), (2023, 8, 9),
+                     id="range-of-days"),
+        pytest.param("from November to March 2023", (2022, 11, 1), (2023, 3, 31),
+                     id="range-over-new-year"),
+        pytest.param("in february 2024", (2024, 2, 1), (2024, 2, 29), id="leap-february"),
+    ],
+)
+def test_dates_with_a_year_are_windows(question: str, start: tuple[int, int, int],
+                                       end: tuple[int, int, int]) -> None:
+    (period,) = timeref.dates(question)
+    assert isinstance(period, timeref.Window)
+    assert (period.start, period.end) == (_utc(*start), _utc(*end, 23, 59, 59))
+
+
+@pytest.mark.parametrize(
+    ("question", "start", "end"),
+    [
+        pytest.param("Which outdoor spot did Joanna visit in May?", (5, 1), (5, 31),
+                     id="ambiguous-month-after-in"),
+        pytest.param("what did I read in January", (1, 1), (1, 31), id="month"),
+        pytest.param("my birthday on the 5th of May", (5, 5), (5, 5), id="day-of-month"),
+        pytest.param("since March 3rd", (3, 3), (3, 3), id="month-ordinal"),
+        pytest.param("rides from July to October", (7, 1), (10, 31), id="month-range"),
+    ],
+)
+def test_dates_without_a_year_recur_every_year(question: str, start: tuple[int, int],
+                                               end: tuple[int, int]) -> None:
+    (period,) = timeref.dates(question)
+    assert period == timeref.Yearly(start, end, period.slack, period.phrase)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        pytest.param("May I ask what we decided?", id="may-the-verb"),
+        pytest.param("they will march on the capital", id="march-the-verb"),
+        pytest.param("an august institution", id="august-the-adjective"),
+        pytest.param("the 31st of April", id="no-such-day"),
+        pytest.param("Jan is my friend", id="a-name"),
+        pytest.param("call me at 10:30", id="a-time"),
+        pytest.param("two weeks ago", id="relative-is-not-a-date"),
+    ],
+)
+def test_words_that_are_no_dates(question: str) -> None:
+    assert timeref.dates(question) == []
+
+
+def test_a_date_without_a_year_is_judged_in_each_records_own_year() -> None:
+    (may,) = timeref.dates("in May")
+    assert timeref.closeness(may, _utc(2021, 5, 20)) == 1.0
+    assert timeref.closeness(may, _utc(2024, 5, 1)) == 1.0
+    # three days past the end of May, with a week of slack
+    assert timeref.closeness(may, _utc(2024, 6, 4)) == pytest.approx(1 - 3 / 7, abs=0.01)
+    assert timeref.closeness(may, _utc(2024, 8, 1)) == 0.0
+    (winter,) = timeref.dates("from December to February")
+    assert timeref.closeness(winter, _utc(2023, 1, 15)) == 1.0
+    assert timeref.closeness(winter, _utc(2023, 12, 24)) == 1.0
+    assert timeref.closeness(winter, _utc(2023, 7, 1)) == 0.0
+
+
+def test_several_dates_are_several_periods() -> None:
+    got = timeref.dates("the novels I finished in January and March")
+    assert [p.phrase for p in got] == ["January", "March"]
+
+
+def test_rerank_favours_records_from_the_named_date_over_the_clock() -> None:
+    # The named date decides, not "now" (a relative phrase would be counted from now).
+    ranked = rank.rerank("Where did I go hiking on May 16, 2023?", _cands(), limit=4,
+                         now=NOW + timedelta(days=400))
+    assert ranked[0].key == "b"
+    month = rank.rerank("Where did I go hiking in April 2023?", _cands(), limit=4)
+    assert month[0].key == "d"  # no clock needed for a date

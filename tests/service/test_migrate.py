@@ -5,7 +5,9 @@ also episodes, a second memory, keyed writes and a proposal still open)."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
+import time
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +143,57 @@ def test_the_cli_migrates(old_dir: Path) -> None:
                          check=False)
     assert out.returncode == 0, out.stderr
     assert '"to_schema": 3' in out.stdout
+
+
+# The sessions table as the store of schema 2 writes it since the review desk kept its sign-ins
+# in the store (commit d7aa733); the fixture above predates it.
+SESSIONS_DDL = """CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY, member_id TEXT NOT NULL,
+  credential_id TEXT NOT NULL, csrf TEXT NOT NULL, created_at INTEGER NOT NULL,
+  idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_member ON sessions(member_id, created_at);"""
+DAY_MS = 86_400_000
+
+
+def _signed_in_before(data: Path, session_id: str) -> None:
+    """A desk session of alice's, opened with her credential, as a schema-2 store holds it."""
+    db = sqlite3.connect(data / "palimpsest.db")
+    try:
+        db.executescript(SESSIONS_DDL)
+        member, = db.execute("SELECT id FROM members WHERE name='alice'").fetchone()
+        cred = db.execute("SELECT id FROM credentials WHERE member_id=?", (member,)).fetchone()
+        if cred is None:  # the fixture gave alice no credential: one as pal admin mints it
+            cred = ("hcred_migrated",)
+            db.execute("INSERT INTO credentials VALUES (?,?,?,?,?,0)",
+                       (cred[0], member, "0" * 64, "desk", 0))
+        now = int(time.time() * 1000)
+        db.execute("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
+                   (hashlib.sha256(session_id.encode("ascii")).hexdigest(), member, cred[0],
+                    "csrf-token", now, now + DAY_MS, now + DAY_MS))
+        db.commit()
+    finally:
+        db.close()
+
+
+def test_desk_sessions_survive_a_migration_from_schema_2(schema2_dir: Path) -> None:
+    sid = "s" * 43
+    _signed_in_before(schema2_dir, sid)
+    migrate(schema2_dir)
+    with MemoryService(schema2_dir) as svc:
+        found = svc.resume_session(sid, idle_seconds=3600)
+        assert found is not None
+        session, caller = found
+        assert caller.member.name == "alice" and session.csrf == "csrf-token"
+        assert svc.rebuild()["equal"] is True
+
+
+@pytest.mark.parametrize("fixture", ["schema1.sql", "schema2.sql"])
+def test_a_migrated_store_keeps_desk_sessions(tmp_path: Path, fixture: str) -> None:
+    data = load_fixture(tmp_path, fixture)
+    migrate(data)
+    with MemoryService(data) as svc:
+        member = next(m for m in svc.list_members() if m.name == "alice")
+        _, secret = svc.issue_credential(member.id, "desk")
+        sid, session, _ = svc.open_session(secret, idle_seconds=60, max_seconds=300)
+    with MemoryService(data) as svc:  # kept in the store, across a restart
+        found = svc.resume_session(sid, idle_seconds=60)
+        assert found is not None and found[0].key == session.key

@@ -26,6 +26,7 @@ from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from palimpsest.api import (
+    apidocs,
     errors,
     memory_git,
     routes_memories,
@@ -38,9 +39,11 @@ from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.mcp_mount import mount_mcp
 from palimpsest.api.runtime import UHP_VERSION, Runner, error_response, json_response
 from palimpsest.api.schemas import SCHEMAS
+from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.ui import create_desk
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,8 @@ class ApiConfig:
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     """Build the ASGI app over ``svc``; the caller keeps ownership of ``svc`` (closes it)."""
     config = config or ApiConfig()
-    run = Runner()
+    observe = Observability()  # health, readiness, metrics, access log, tracing
+    run = Runner(on_group=observe.group_committed)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -78,6 +82,7 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
         # A credential seen before, with nothing about principals changed since, needs no
         # trip to the service thread (one read of the stored generation).
         cached = svc.cached_caller(token)
+        observe.credential_checked(cached=cached is not None)
         if cached is not None:
             return cached
         return await run.run(svc.authenticate, token)
@@ -88,7 +93,12 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     for module in (routes_memories, routes_records, routes_ops, routes_provenance):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
+    # The review desk: cookie sessions instead of bearer headers (the guard's session_prefix),
+    # the same service, Memory Git flow and service thread as every route.
+    app.mount(config.guard.session_prefix, create_desk(svc, app.state.memory_git, run.run))
     mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
+    apidocs.install(app)  # /docs, rendering /openapi.json
+    observe.install(app, svc, run)  # last: its middleware wraps every other one
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 
@@ -165,7 +175,9 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         routes=app.routes,
         description=(
             "UHP Memories (protocol 2026-10-04) over HTTP. Every route needs "
-            "'Authorization: Bearer <credential>'. Errors use the shared envelope."
+            "'Authorization: Bearer <credential>' except the operations routes (/healthz, "
+            "/readyz, /metrics), this document and its page /docs. Errors use the shared "
+            "envelope."
         ),
     )
     components = doc.setdefault("components", {})

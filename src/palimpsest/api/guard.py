@@ -6,9 +6,11 @@ envelope when it refuses:
 1. **Host and Origin** (security-tests.md F25): when an allowlist is configured (the default for a
    loopback bind), a request naming another host is refused with 421, and a browser ``Origin``
    that is not in the list with 403 — DNS rebinding cannot reach a local server.
-2. **Bearer credential** on every route, the OpenAPI document included: no credential, a
-   malformed header or an unknown/revoked credential → 401 ``invalid_credential``. There is no
-   cookie or ambient authentication.
+2. **Bearer credential** on every route but the public paths (liveness, readiness, metrics,
+   the OpenAPI document and its page: ``GET``/``HEAD`` only, nothing of the store in them): no
+   credential, a malformed header or an unknown/revoked credential → 401
+   ``invalid_credential``. There is no cookie or ambient authentication on the API (the review
+   desk below is a separate face with its own sessions).
 3. **Size** (security-tests.md A2): a declared ``Content-Length`` over the cap is refused before a
    byte is read; a body that grows past the cap while streaming is refused as soon as it does,
    so the body is never buffered beyond the cap → 413; a body that drips in slower than the
@@ -20,6 +22,11 @@ envelope when it refuses:
 5. **Fast handler** (optional, :mod:`.fastpath`): a screened request the handler recognises
    (a well-formed ``remember``) is answered by it, with the bytes the FastAPI route would send;
    everything else goes on to FastAPI.
+
+The review desk (``GuardConfig.session_prefix``, ``/ui``) is a browser face: its requests pass
+the same Host/Origin check and a body cap (``Limits.form_body_bytes``), but carry a session
+cookie instead of a bearer header and send HTML forms, not JSON, so steps 2 and 4 are the
+desk's own (:mod:`palimpsest.ui`: session, CSRF token, exact-origin check on every write).
 
 The guard holds no state besides its configuration and never touches the store directly:
 credentials are checked by the ``authenticate`` callable it is given (which answers a
@@ -47,6 +54,9 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PRINCIPAL_KEY = "palimpsest.principal"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
+# Answered without a credential (api/telemetry, api/apidocs); the Host check still applies.
+PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/docs.js",
+                "/docs/docs.css")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,7 @@ class Limits:
     idempotency_key_chars: int = 255
     header_token_chars: int = 512
     body_read_seconds: float = 30.0  # a slow-drip body is cut off after this (408)
+    form_body_bytes: int = 64 << 10  # one review-desk form (a reason, a sign-in)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +78,8 @@ class GuardConfig:
     limits: Limits = field(default_factory=Limits)
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
     file_paths: tuple[str, ...] = ("/v1/files",)
+    public_paths: tuple[str, ...] = PUBLIC_PATHS
+    session_prefix: str = "/ui"  # the review desk: cookie sessions, its own CSRF check
 
 
 # authenticate(token) -> principal; runs off the event loop (it may touch the store).
@@ -90,42 +103,57 @@ class Guard:
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
+        path = scope.get("path", "")
         refusal = self._check_host(headers)
         if refusal is not None:
-            await send_error(refusal, send, scope.get("path", ""))
+            await send_error(refusal, send, path)
             return
-        principal_or_error = await self._principal(headers)
-        if isinstance(principal_or_error, ApiError):
-            await send_error(principal_or_error, send, scope.get("path", ""))
+        if path in self.config.public_paths and scope.get("method") in ("GET", "HEAD"):
+            await self.app(scope, receive, send)
             return
-        scope[PRINCIPAL_KEY] = principal_or_error
+        prefix = self.config.session_prefix
+        desk = bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
+        if not desk:
+            principal_or_error = await self._principal(headers)
+            if isinstance(principal_or_error, ApiError):
+                await send_error(principal_or_error, send, path)
+                return
+            scope[PRINCIPAL_KEY] = principal_or_error
         method = scope.get("method", "GET")
         if method in ("GET", "HEAD", "OPTIONS", "DELETE") and "content-length" not in headers:
             await self.app(scope, receive, send)
             return
-        is_file = scope.get("path", "") in self.config.file_paths
-        cap = self.config.limits.file_body_bytes if is_file else self.config.limits.json_body_bytes
-        try:
-            async with asyncio.timeout(self.config.limits.body_read_seconds):
-                body_or_error = await _read_body(headers, receive, cap)
-        except TimeoutError:
-            body_or_error = ApiError(
-                "x.pal.request_timeout",
-                f"the request body did not arrive within "
-                f"{self.config.limits.body_read_seconds:g} seconds")
+        is_file = path in self.config.file_paths
+        limits = self.config.limits
+        cap = (limits.form_body_bytes if desk else
+               limits.file_body_bytes if is_file else limits.json_body_bytes)
+        body_or_error = await self._body(headers, receive, cap)
         if isinstance(body_or_error, ApiError):
-            await send_error(body_or_error, send, scope.get("path", ""))
+            await send_error(body_or_error, send, path)
             return
         body = body_or_error
+        if desk:  # forms, not JSON; the desk checks its session and CSRF token itself
+            await self.app(scope, _replay(body, receive), send)
+            return
         if not is_file and body:
             refusal = _check_json(headers, body)
             if refusal is not None:
-                await send_error(refusal, send, scope.get("path", ""))
+                await send_error(refusal, send, path)
                 return
             if self.fast is not None and await self.fast(scope, headers, body,
                                                          _replay(body, receive), send):
                 return
         await self.app(scope, _replay(body, receive), send)
+
+    async def _body(self, headers: dict[str, str], receive: Receive,
+                    cap: int) -> bytes | ApiError:
+        seconds = self.config.limits.body_read_seconds
+        try:
+            async with asyncio.timeout(seconds):
+                return await _read_body(headers, receive, cap)
+        except TimeoutError:
+            return ApiError("x.pal.request_timeout",
+                            f"the request body did not arrive within {seconds:g} seconds")
 
     def _check_host(self, headers: dict[str, str]) -> ApiError | None:
         allowed = self.config.allowed_hosts
@@ -253,5 +281,5 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "FastPath", "Guard", "GuardConfig", "Limits",
-           "send_error"]
+__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
+           "Limits", "send_error"]

@@ -55,7 +55,8 @@ class Runner:
     changeset and outcome, answered only once durable); everything else runs alone.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_group: Callable[[int], None] | None = None) -> None:
+        self._on_group = on_group  # told the size of each group commit (metrics)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._work, name="pal-service", daemon=True)
         self._started = False
@@ -118,6 +119,8 @@ class Runner:
                 if nxt.future.set_running_or_notify_cancel():
                     group.append(nxt)
             if group:
+                if self._on_group is not None:
+                    self._on_group(len(group))
                 self._run_group(job.svc, group)
 
     @staticmethod

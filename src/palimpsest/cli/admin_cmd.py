@@ -4,6 +4,11 @@ Members (human or agent), groups and memberships, credentials (minted here and s
 only their hash is stored), grants on memories, and ``rebuild``, which re-derives every
 projection and the search index from the changesets and fails unless the result equals what
 was there. Works while ``pal serve`` runs on the same directory (SQLite WAL).
+
+A directory that holds no store is refused unless ``--create`` says to start one there: a typo
+in ``--data-dir`` must not mint credentials into an empty store the server never reads.
+``--data-dir``, ``--create`` and ``--json`` go before or after the subcommand
+(:mod:`palimpsest.cli.options`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from typing import Any
 import click
 
 from palimpsest import canonical
-from palimpsest.cli.datadir import default_data_dir
+from palimpsest.cli import options
+from palimpsest.cli.datadir import default_data_dir, holds_store
 from palimpsest.errors import InvalidInput, NotFound
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text
@@ -26,9 +32,11 @@ Wire = dict[str, Any]
 
 @contextmanager
 def _service(ctx: click.Context) -> Iterator[Any]:
-    directory: Path = ctx.obj["data_dir"] or default_data_dir()
-    directory = directory.expanduser()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
+    if not holds_store(directory) and not options.value(ctx, "create"):
+        raise NotFound(f"{directory} holds no memory store", code="no-store",
+                       hint="pass the data directory `pal serve` printed at start (--data-dir "
+                       "or $PAL_DATA_DIR), or add --create to start a new store there")
     svc = MemoryService(directory)
     try:
         yield svc
@@ -36,26 +44,22 @@ def _service(ctx: click.Context) -> Iterator[Any]:
         svc.close()
 
 
-def _emit(value: Wire | list[Wire], as_json: bool, human: Callable[[], list[str]]) -> None:
-    if as_json:
+def _emit(ctx: click.Context, value: Wire | list[Wire], human: Callable[[], list[str]]) -> None:
+    if options.value(ctx, "as_json"):
         click.echo(canonical.encode_indent(value).decode(), nl=False)
     else:
         for line in human():
             click.echo(safe_text(line))
 
 
-def _json_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
-
-
 @click.group("admin")
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
-              help="Data directory (default: $PAL_DATA_DIR or ~/.local/share/palimpsest/service).")
-@click.pass_context
-def command(ctx: click.Context, data_dir: Path | None) -> None:
+@options.shared("--data-dir", "data_dir", type=click.Path(path_type=Path, file_okay=False),
+                default=None, help="Data directory (default: $PAL_DATA_DIR or "
+                "~/.local/share/palimpsest/service).")
+@options.shared("--create", "create", is_flag=True,
+                help="Create a new, empty store when the directory holds none.")
+def command() -> None:
     """Manage members, groups, credentials and grants of the memory service."""
-    ctx.ensure_object(dict)
-    ctx.obj["data_dir"] = data_dir
 
 
 # --- members ---------------------------------------------------------------------------------
@@ -71,23 +75,21 @@ def member() -> None:
 @click.option("--type", "type_", type=click.Choice(["human", "agent"]), default="human",
               show_default=True)
 @click.option("--admin", is_flag=True, help="Make the member an administrator.")
-@_json_option
 @click.pass_context
-def member_create(ctx: click.Context, name: str, type_: str, admin: bool, as_json: bool) -> None:
+def member_create(ctx: click.Context, name: str, type_: str, admin: bool) -> None:
     """Create a member."""
     with _service(ctx) as svc:
         made = svc.create_member(name, type_, admin=admin).to_wire()
-    _emit(made, as_json, lambda: [f"created {made['type']} member {made['id']} ({name})"])
+    _emit(ctx, made, lambda: [f"created {made['type']} member {made['id']} ({name})"])
 
 
 @member.command("list")
-@_json_option
 @click.pass_context
-def member_list(ctx: click.Context, as_json: bool) -> None:
+def member_list(ctx: click.Context) -> None:
     """List members."""
     with _service(ctx) as svc:
         rows = [m.to_wire() for m in svc.list_members()]
-    _emit(rows, as_json, lambda: [
+    _emit(ctx, rows, lambda: [
         f"{m['id']}  {m['type']:<5}  {'admin ' if m['admin'] else ''}{m['name']}" for m in rows])
 
 
@@ -101,48 +103,44 @@ def group() -> None:
 
 @group.command("create")
 @click.argument("name")
-@_json_option
 @click.pass_context
-def group_create(ctx: click.Context, name: str, as_json: bool) -> None:
+def group_create(ctx: click.Context, name: str) -> None:
     """Create a group."""
     with _service(ctx) as svc:
         made = svc.create_group(name).to_wire()
-    _emit(made, as_json, lambda: [f"created group {made['id']} ({name})"])
+    _emit(ctx, made, lambda: [f"created group {made['id']} ({name})"])
 
 
 @group.command("list")
-@_json_option
 @click.pass_context
-def group_list(ctx: click.Context, as_json: bool) -> None:
+def group_list(ctx: click.Context) -> None:
     """List groups and their members."""
     with _service(ctx) as svc:
         rows = [g.to_wire() for g in svc.list_groups()]
-    _emit(rows, as_json, lambda: [
+    _emit(ctx, rows, lambda: [
         f"{g['id']}  {g['name']}: {', '.join(g['members']) or '(no members)'}" for g in rows])
 
 
 @group.command("add")
 @click.argument("group_id")
 @click.argument("member_id")
-@_json_option
 @click.pass_context
-def group_add(ctx: click.Context, group_id: str, member_id: str, as_json: bool) -> None:
+def group_add(ctx: click.Context, group_id: str, member_id: str) -> None:
     """Put a member in a group."""
     with _service(ctx) as svc:
         made = svc.add_membership(group_id, member_id).to_wire()
-    _emit(made, as_json, lambda: [f"{member_id} is in group {group_id}"])
+    _emit(ctx, made, lambda: [f"{member_id} is in group {group_id}"])
 
 
 @group.command("remove")
 @click.argument("group_id")
 @click.argument("member_id")
-@_json_option
 @click.pass_context
-def group_remove(ctx: click.Context, group_id: str, member_id: str, as_json: bool) -> None:
+def group_remove(ctx: click.Context, group_id: str, member_id: str) -> None:
     """Take a member out of a group."""
     with _service(ctx) as svc:
         made = svc.remove_membership(group_id, member_id).to_wire()
-    _emit(made, as_json, lambda: [f"{member_id} is no longer in group {group_id}"])
+    _emit(ctx, made, lambda: [f"{member_id} is no longer in group {group_id}"])
 
 
 # --- credentials -----------------------------------------------------------------------------
@@ -156,14 +154,13 @@ def credential() -> None:
 @credential.command("create")
 @click.argument("member_id")
 @click.option("--label", default="", help="A note saying where the credential is used.")
-@_json_option
 @click.pass_context
-def credential_create(ctx: click.Context, member_id: str, label: str, as_json: bool) -> None:
+def credential_create(ctx: click.Context, member_id: str, label: str) -> None:
     """Mint a credential for a member and print its secret once."""
     with _service(ctx) as svc:
         cred, secret = svc.issue_credential(member_id, label)
     made = {"credential": cred.to_wire(), "secret": secret}
-    _emit(made, as_json, lambda: [
+    _emit(ctx, made, lambda: [
         f"credential {cred.id} for {member_id}",
         f"secret (shown once, store it now): {secret}",
     ])
@@ -171,26 +168,24 @@ def credential_create(ctx: click.Context, member_id: str, label: str, as_json: b
 
 @credential.command("list")
 @click.option("--member", "member_id", default=None, help="Only this member's credentials.")
-@_json_option
 @click.pass_context
-def credential_list(ctx: click.Context, member_id: str | None, as_json: bool) -> None:
+def credential_list(ctx: click.Context, member_id: str | None) -> None:
     """List credentials (never their secrets)."""
     with _service(ctx) as svc:
         rows = [c.to_wire() for c in svc.list_credentials(member_id)]
-    _emit(rows, as_json, lambda: [
+    _emit(ctx, rows, lambda: [
         f"{c['id']}  {c['member_id']}  {'revoked' if c['revoked'] else 'active '}  {c['label']}"
         for c in rows])
 
 
 @credential.command("revoke")
 @click.argument("credential_id")
-@_json_option
 @click.pass_context
-def credential_revoke(ctx: click.Context, credential_id: str, as_json: bool) -> None:
+def credential_revoke(ctx: click.Context, credential_id: str) -> None:
     """Revoke a credential; requests bearing it are refused from now on."""
     with _service(ctx) as svc:
         made = svc.revoke_credential(credential_id).to_wire()
-    _emit(made, as_json, lambda: [f"revoked {credential_id}"])
+    _emit(ctx, made, lambda: [f"revoked {credential_id}"])
 
 
 # --- grants ----------------------------------------------------------------------------------
@@ -221,28 +216,26 @@ def grant() -> None:
 @click.argument("privileges", nargs=-1, required=True,
                 type=click.Choice(["read", "write", "create", "delete"]))
 @_AS
-@_json_option
 @click.pass_context
 def grant_add(ctx: click.Context, *, memory_id: str, principal: str, privileges: tuple[str, ...],
-              as_member: str | None, as_json: bool) -> None:
+              as_member: str | None) -> None:
     """Grant PRINCIPAL (member:ID or group:ID) PRIVILEGES on MEMORY_ID."""
     with _service(ctx) as svc:
         made = svc.put_grant(_acting(svc, as_member), memory_id,
                              {"principal": principal, "privileges": list(privileges)})
-    _emit(made, as_json, lambda: [
+    _emit(ctx, made, lambda: [
         f"granted {principal} {' '.join(made['privileges'])} on {memory_id} ({made['id']})"])
 
 
 @grant.command("list")
 @click.argument("memory_id")
 @_AS
-@_json_option
 @click.pass_context
-def grant_list(ctx: click.Context, memory_id: str, as_member: str | None, as_json: bool) -> None:
+def grant_list(ctx: click.Context, memory_id: str, as_member: str | None) -> None:
     """List the grants that reach MEMORY_ID."""
     with _service(ctx) as svc:
         made = svc.list_grants(_acting(svc, as_member), memory_id)
-    _emit(made, as_json, lambda: [
+    _emit(ctx, made, lambda: [
         f"{g['id']}  {g['principal']}  {' '.join(g['privileges'])}  on {g['memory_id']}"
         f"{' (inherited)' if g.get('inherited') else ''}" for g in made.get("data", [])])
 
@@ -251,14 +244,12 @@ def grant_list(ctx: click.Context, memory_id: str, as_member: str | None, as_jso
 @click.argument("memory_id")
 @click.argument("grant_id")
 @_AS
-@_json_option
 @click.pass_context
-def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: str | None,
-                 as_json: bool) -> None:
+def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: str | None) -> None:
     """Remove one grant."""
     with _service(ctx) as svc:
         made = svc.delete_grant(_acting(svc, as_member), memory_id, grant_id)
-    _emit(made, as_json, lambda: [f"removed grant {grant_id}"])
+    _emit(ctx, made, lambda: [f"removed grant {grant_id}"])
 
 
 # --- the server's signing key ----------------------------------------------------------------
@@ -276,41 +267,38 @@ def _key_lines(doc: Wire) -> list[str]:
 
 
 @key.command("show")
-@_json_option
 @click.pass_context
-def key_show(ctx: click.Context, as_json: bool) -> None:
+def key_show(ctx: click.Context) -> None:
     """Print the published key set (every public key that signed for this server): the file
     `pal verify --keys` checks against, offline."""
     with _service(ctx) as svc:
         doc = svc.provenance_keys()
-    _emit(doc, as_json, lambda: _key_lines(doc))
+    _emit(ctx, doc, lambda: _key_lines(doc))
 
 
 @key.command("rotate")
-@_json_option
 @click.pass_context
-def key_rotate(ctx: click.Context, as_json: bool) -> None:
+def key_rotate(ctx: click.Context) -> None:
     """Make a new signing key; the old public key stays published (retired), so everything it
     signed still verifies. A running server picks the new key up on its next write."""
     with _service(ctx) as svc:
         doc = svc.rotate_server_key()
-    _emit(doc, as_json, lambda: _key_lines(doc))
+    _emit(ctx, doc, lambda: _key_lines(doc))
 
 
 # --- migrate ---------------------------------------------------------------------------------
 
 
 @command.command("migrate")
-@_json_option
 @click.pass_context
-def migrate(ctx: click.Context, as_json: bool) -> None:
+def migrate(ctx: click.Context) -> None:
     """Convert a data directory written by an older version (store schema 1 or 2) to the
     current store; the original database is kept beside it as palimpsest.schema<N>.db."""
     from palimpsest.service.upgrade import migrate as run  # noqa: PLC0415 — rare command
 
-    directory: Path = (ctx.obj["data_dir"] or default_data_dir()).expanduser()
+    directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = run(directory)
-    _emit(report, as_json, lambda: [f"{key}: {value}" for key, value in report.items()])
+    _emit(ctx, report, lambda: [f"{key}: {value}" for key, value in report.items()])
 
 
 # --- rebuild ---------------------------------------------------------------------------------
@@ -319,9 +307,8 @@ def migrate(ctx: click.Context, as_json: bool) -> None:
 @command.command("rebuild")
 @click.option("--repair", is_flag=True,
               help="write the re-derived projections when they differ from the stored ones")
-@_json_option
 @click.pass_context
-def rebuild(ctx: click.Context, repair: bool, as_json: bool) -> None:
+def rebuild(ctx: click.Context, repair: bool) -> None:
     """Re-derive every projection and the search index from the changesets and compare; fail,
     writing nothing, unless the rebuilt state equals the stored one (or --repair is given)."""
     with _service(ctx) as svc:
@@ -331,7 +318,7 @@ def rebuild(ctx: click.Context, repair: bool, as_json: bool) -> None:
         out = [f"{key}: {value}" for key, value in report.items() if key != "differences"]
         return out + [f"differs: {line}" for line in report.get("differences", [])]
 
-    _emit(report, as_json, lines)
+    _emit(ctx, report, lines)
     if report.get("equal") is False and not report.get("written"):
         raise InvalidInput("the projections re-derived from the history differ from the "
                            "stored ones; nothing was written", code="rebuild-mismatch",

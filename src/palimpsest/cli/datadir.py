@@ -20,6 +20,11 @@ def default_data_dir() -> Path:
     return Path(base) / "palimpsest" / "service"
 
 
+def holds_store(directory: Path) -> bool:
+    """True when ``directory`` holds the embedded store (its SQLite database file)."""
+    return (directory / "palimpsest.db").is_file()
+
+
 def is_loopback(host: str) -> bool:
     """True for ``localhost`` and loopback IP literals; names are not resolved."""
     if host == "localhost":
@@ -30,4 +35,4 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-__all__ = ["default_data_dir", "is_loopback"]
+__all__ = ["default_data_dir", "holds_store", "is_loopback"]

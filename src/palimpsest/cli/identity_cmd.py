@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from palimpsest.canonical import encode
+from palimpsest.cli import options
 from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import default_stream
@@ -53,7 +54,8 @@ def _print(identity: Identity, as_json: bool) -> None:
 
 
 @click.group(name="id")
-@click.option("--repo", default=".", type=click.Path(file_okay=False), help="Repository.")
+@options.shared("--repo", expose_value=True, default=".", type=click.Path(file_okay=False),
+                help="Repository.")
 @click.pass_context
 def command(ctx: click.Context, repo: str) -> None:
     """Manage the Ed25519 identity that signs this repository's memories."""

@@ -5,6 +5,11 @@ third of a second), so a command group's module is imported only when that group
 ``pal memory record`` never imports the HTTP service or the MCP SDK.
 
 Every :class:`~palimpsest.errors.PalError` becomes ``pal: <message>`` on stderr and exit code 1.
+
+``--json`` is an option of ``pal`` itself, shared with every command below it (the rule of
+:mod:`palimpsest.cli.options`): it is accepted anywhere after ``pal``, and so are a group's own
+options (``--data-dir`` of ``pal admin``, ``--url`` of the client commands) after its
+subcommands. The loader applies the rule to each command tree it loads.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from typing import Any
 
 import click
 
+from palimpsest.cli import options
 from palimpsest.errors import PalError
 from palimpsest.text import safe_line
 
-# name -> "module:attribute" of a click command or group; add a line to add a command group.
+# name -> (module[:attribute], help) of a click command or group (the attribute defaults to
+# ``command``); add a line to add a command group.
 COMMANDS: dict[str, tuple[str, str]] = {
     "id": ("palimpsest.cli.identity_cmd", "Manage the Ed25519 identity that signs memories."),
     "memory": ("palimpsest.cli.memory_cmd", "Record, correct and read repository memory."),
@@ -31,6 +38,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
     "memory-git": ("palimpsest.cli.memory_git_cmd",
                    "Reviewed memory on a server: refs, commits, proposals, signed merges."),
+    "memories": ("palimpsest.cli.memories_cmd",
+                 "Memories of a running server: list, create, move, grant."),
+    "records": ("palimpsest.cli.records_cmd:records",
+                "Records of a running server: remember, list, show, revise, forget."),
+    "recall": ("palimpsest.cli.records_cmd:recall",
+               "Ask a running server's memory (and every readable memory below it)."),
 }
 
 
@@ -44,9 +57,12 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(cmd_name)
         if entry is None:
             return None
-        module = importlib.import_module(entry[0])
-        command = getattr(module, "command", None)
-        return command if isinstance(command, click.Command) else None
+        module_name, _, attribute = entry[0].partition(":")
+        command = getattr(importlib.import_module(module_name), attribute or "command", None)
+        if not isinstance(command, click.Command):
+            return None
+        options.spread(command, tuple(p for p in self.params if isinstance(p, options.Shared)))
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
@@ -56,6 +72,8 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="palimpsest", prog_name="pal")
+@options.shared("--json", "as_json", is_flag=True,
+                help="Print JSON (accepted anywhere after pal, by every command).")
 def cli() -> None:
     """Palimpsest: signed, reviewable memory for AI agents."""
 

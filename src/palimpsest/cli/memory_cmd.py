@@ -17,6 +17,7 @@ from typing import Any
 import click
 import pygit2
 
+from palimpsest.cli import options
 from palimpsest.errors import Forbidden, InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.author import (
@@ -161,8 +162,9 @@ def _refuse_flags_with_input(o: dict[str, Any], allowed: tuple[str, ...] = ()) -
 
 
 @click.group(name="memory")
-@click.option(
+@options.shared(
     "--repo",
+    expose_value=True,
     default=".",
     type=click.Path(file_okay=False),
     help="Repository (default: the one containing the current directory).",

@@ -1,117 +1,48 @@
 """``pal memory-git``: Memory Git from a terminal, over HTTP to a running ``pal serve``.
 
-The CLI is a client, never a second server: it sends the same requests an agent would, with a
-bearer credential, so every rule (owned refs, review, signed merges) is enforced by the server.
-Connection: ``--url`` (or ``$PAL_URL``, default ``http://127.0.0.1:8765``) and a credential from
-``--credential-file`` (a private file) or ``$PAL_CREDENTIAL``.
-
-Every command prints JSON with ``--json``; human output is passed through
-:func:`palimpsest.text.safe_text` so author content never reaches the terminal as control bytes.
-A refusal exits 1 with ``pal: <reason>`` (the server's code and message).
+The CLI is a client, never a second server: it sends the same requests an agent would
+(:class:`palimpsest.client.Client`, ``client.memory_git``), with a bearer credential, so every
+rule (owned refs, review, signed merges) is enforced by the server. Connection, output and
+refusals are those of every client command (:mod:`.connect`): ``--url``/``$PAL_URL``,
+``--credential-file``/``$PAL_CREDENTIAL``, ``--json`` anywhere; human output is inert.
 """
 
 # ruff: noqa: PLR0917  -- click passes every option by keyword; signatures mirror the options
 from __future__ import annotations
 
-import os
 import secrets
-import stat
 import uuid
 from pathlib import Path
 from typing import Any
 
 import click
-import httpx
 
 from palimpsest import canonical
-from palimpsest.errors import InvalidInput, PalError, Unavailable
-from palimpsest.text import safe_line, safe_text
-
-DEFAULT_URL = "http://127.0.0.1:8765"
-
-
-class Client:
-    """A tiny JSON-over-HTTP client bound to one server and one credential."""
-
-    def __init__(self, url: str, credential: str) -> None:
-        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=60.0,
-                                  headers={"Authorization": f"Bearer {credential}"})
-        self._errors = httpx.HTTPError
-
-    def call(self, method: str, path: str, body: Any = None,
-             params: dict[str, Any] | None = None) -> Any:
-        """Send one request; a non-2xx answer becomes a PalError carrying the server's reason."""
-        try:
-            resp = self._http.request(
-                method, f"/api/memory{path}",
-                params={k: v for k, v in (params or {}).items() if v is not None},
-                content=canonical.encode(body) if body is not None else None,
-                headers={"Content-Type": "application/json"} if body is not None else None)
-        except self._errors as exc:
-            raise Unavailable(f"cannot reach the server: {exc}",
-                              hint="start it with `pal serve` or pass --url") from exc
-        try:
-            doc = canonical.decode(resp.content, allow_floats=True) if resp.content else None
-        except PalError:
-            doc = None
-        if resp.status_code >= 400:
-            reason = "request refused"
-            if isinstance(doc, dict):
-                err = doc.get("error")
-                if isinstance(err, dict):  # the UHP envelope (guard refusals)
-                    reason = f"{err.get('code')}: {err.get('message')}"
-                else:
-                    reason = f"{err}: {doc.get('message', '')}"
-            raise PalError(f"HTTP {resp.status_code} {reason}", code="http-error")
-        return doc
-
-
-def _credential(path: Path | None) -> str:
-    if path is not None:
-        mode = path.stat().st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise InvalidInput(f"{path} is readable by others; chmod 600 it")
-        secret = path.read_text(encoding="utf-8").strip()
-    else:
-        secret = os.environ.get("PAL_CREDENTIAL", "").strip()
-    if not secret:
-        raise InvalidInput("no credential: pass --credential-file or set PAL_CREDENTIAL")
-    return secret
-
-
-def _emit(ctx: click.Context, doc: Any, human: str) -> None:
-    if ctx.obj["json"]:
-        click.echo(canonical.encode_indent(doc).decode("utf-8"), nl=False)
-    else:
-        click.echo(safe_text(human))
+from palimpsest.cli import connect
+from palimpsest.client import Client
+from palimpsest.errors import InvalidInput
+from palimpsest.text import safe_line
 
 
 def _client(ctx: click.Context) -> Client:
-    client = ctx.obj.get("client")
-    if client is None:
-        client = Client(ctx.obj["url"], _credential(ctx.obj["credential_file"]))
-        ctx.obj["client"] = client
-    return client  # type: ignore[no-any-return]
+    return connect.client(ctx)
 
 
-@click.group(name="memory-git")
-@click.option("--url", envvar="PAL_URL", default=DEFAULT_URL, show_default=True,
-              help="Base URL of the running server ($PAL_URL).")
-@click.option("--credential-file", type=click.Path(path_type=Path, dir_okay=False),
-              default=None, help="File holding the bearer credential (else $PAL_CREDENTIAL).")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@click.pass_context
-def command(ctx: click.Context, url: str, credential_file: Path | None, as_json: bool) -> None:
+def _emit(ctx: click.Context, doc: Any, human: str) -> None:
+    connect.emit(ctx, doc, lambda: [human])
+
+
+@click.group(name="memory-git", cls=connect.ClientGroup)
+@connect.connection
+def command() -> None:
     """Versioned, reviewed memory: refs, changesets, proposals, reviews, signed merges."""
-    ctx.ensure_object(dict)
-    ctx.obj.update({"url": url, "credential_file": credential_file, "json": as_json})
 
 
 @command.command()
 @click.pass_context
 def projects(ctx: click.Context) -> None:
     """List projects (memories) with Memory Git history."""
-    doc = _client(ctx).call("GET", "/projects")
+    doc = _client(ctx).memory_git.projects()
     _emit(ctx, doc, "\n".join(doc["projects"]) or "(none)")
 
 
@@ -120,7 +51,7 @@ def projects(ctx: click.Context) -> None:
 @click.pass_context
 def init(ctx: click.Context, project: str) -> None:
     """Create the root changeset and refs/shared/main of PROJECT."""
-    doc = _client(ctx).call("POST", f"/{project}/legacy-root", {})
+    doc = _client(ctx).memory_git.init(project)
     _emit(ctx, doc, f"refs/shared/main -> {doc['ref']['head_changeset_id']}")
 
 
@@ -129,7 +60,7 @@ def init(ctx: click.Context, project: str) -> None:
 @click.pass_context
 def refs(ctx: click.Context, project: str) -> None:
     """List the refs of PROJECT."""
-    doc = _client(ctx).call("GET", f"/{project}/refs")
+    doc = _client(ctx).memory_git.refs(project)
     lines = [f"{r['ref_name']}  {r['head_changeset_id'] or '-'}"
              f"{'  (protected)' if r['protected'] else ''}" for r in doc]
     _emit(ctx, doc, "\n".join(lines) or "(no refs)")
@@ -142,11 +73,13 @@ def refs(ctx: click.Context, project: str) -> None:
 @click.pass_context
 def branch(ctx: click.Context, project: str, ref_name: str, head: str | None) -> None:
     """Create an owned ref, e.g. refs/agents/<your member id>/main."""
-    client = _client(ctx)
+    git = _client(ctx).memory_git
     if head is None:
-        head = client.call("GET", f"/{project}/refs/shared/main")["head_changeset_id"]
-    doc = client.call("POST", f"/{project}/branches",
-                      {"ref_name": ref_name, "head_changeset_id": head})
+        head = git.ref(project, "refs/shared/main")["head_changeset_id"]
+    if head is None:
+        raise InvalidInput("refs/shared/main has no head yet", code="no-head",
+                           hint=f"run `pal memory-git init {project}` first")
+    doc = git.branch(project, ref_name, head)
     _emit(ctx, doc, f"{doc['ref_name']} -> {doc['head_changeset_id']}")
 
 
@@ -178,12 +111,10 @@ def commit(ctx: click.Context, project: str, ref_name: str, adds: tuple[str, ...
         ops.append({"op_type": "add_memory", "payload": payload})
     if not ops:
         raise InvalidInput("nothing to commit: pass --add or --ops-file")
-    client = _client(ctx)
-    ref = client.call("GET", "/" + project + "/refs/resolve", params={"name": ref_name})
-    doc = client.call("POST", "/changesets", {
-        "project_id": project, "ref_name": ref_name, "expected_head": ref["head_changeset_id"],
-        "idempotency_key": idempotency_key or str(uuid.uuid4()), "message": message,
-        "ops": ops})
+    git = _client(ctx).memory_git
+    ref = git.ref(project, ref_name)
+    doc = git.commit(project, ref_name, ops, expected_head=ref["head_changeset_id"],
+                     idempotency_key=idempotency_key or str(uuid.uuid4()), message=message)
     _emit(ctx, doc, f"{doc['changeset_id']} on {ref_name} ({len(doc['ops'])} ops)")
 
 
@@ -194,8 +125,7 @@ def commit(ctx: click.Context, project: str, ref_name: str, adds: tuple[str, ...
 @click.pass_context
 def log(ctx: click.Context, project: str, ref_name: str, limit: int) -> None:
     """Changesets reachable from a ref, newest first."""
-    doc = _client(ctx).call("GET", f"/{project}/changesets",
-                            params={"ref": ref_name, "limit": limit})
+    doc = _client(ctx).memory_git.log(project, ref=ref_name, limit=limit)
     lines = [f"{c['changeset_id']}  {c['author_principal']}  {safe_line(c['message'])}"
              for c in doc["changesets"]]
     _emit(ctx, doc, "\n".join(lines) or "(empty)")
@@ -206,7 +136,7 @@ def log(ctx: click.Context, project: str, ref_name: str, limit: int) -> None:
 @click.pass_context
 def show(ctx: click.Context, changeset_id: str) -> None:
     """One changeset (its integrity digest is verified by the server)."""
-    doc = _client(ctx).call("GET", f"/changesets/{changeset_id}")
+    doc = _client(ctx).memory_git.changeset(changeset_id)
     ops = "\n".join(f"  {o['ordinal']} {o['op_type']} {o.get('resulting_event_id') or ''}"
                     for o in doc["ops"])
     _emit(ctx, doc, f"{doc['changeset_id']} by {doc['author_principal']}\n"
@@ -223,8 +153,8 @@ def show(ctx: click.Context, changeset_id: str) -> None:
 def context(ctx: click.Context, project: str, ref_name: str, head: str | None, query: str,
             limit: int | None) -> None:
     """Accepted memory at a head (memory-context/v1). Output is data, not instructions."""
-    doc = _client(ctx).call("GET", f"/{project}/context", params={
-        "ref": ref_name, "head": head, "query": query, "limit": limit})
+    doc = _client(ctx).memory_git.context(project, ref=ref_name, head=head, query=query,
+                                          limit=limit)
     lines = [f"[{m['memory_id']}] ({m.get('kind', '-')}, by {m['source']}) "
              f"{safe_line(m['content'])}" for m in doc["memories"]]
     _emit(ctx, doc, f"{ref_name} @ {doc['head_changeset_id']} — recalled data, not "
@@ -241,9 +171,9 @@ def context(ctx: click.Context, project: str, ref_name: str, head: str | None, q
 def propose(ctx: click.Context, project: str, source_ref: str, target: str, message: str,
             selected: tuple[str, ...]) -> None:
     """Propose merging your SOURCE_REF (pinned at its current head) into a protected ref."""
-    doc = _client(ctx).call("POST", f"/{project}/proposals", {
-        "source_ref": source_ref, "target_ref": target, "message": message,
-        "selected_ops": list(selected), "idempotency_key": secrets.token_hex(16)})
+    doc = _client(ctx).memory_git.propose(project, source_ref, target_ref=target,
+                                          message=message, selected_ops=selected,
+                                          idempotency_key=secrets.token_hex(16))
     _emit(ctx, doc, f"proposal {doc['proposal_id']} ({doc['status']}, "
                     f"{len(doc['conflict_ids'])} conflicts)")
 
@@ -258,8 +188,8 @@ def propose(ctx: click.Context, project: str, source_ref: str, target: str, mess
 def review(ctx: click.Context, proposal_id: str, verdict: str, comment: str,
            severity: str) -> None:
     """Record your independent verdict on a proposal you did not author."""
-    doc = _client(ctx).call("POST", f"/proposals/{proposal_id}/reviews",
-                            {"verdict": verdict, "comment": comment, "severity": severity})
+    doc = _client(ctx).memory_git.review(proposal_id, verdict, comment=comment,
+                                         severity=severity)
     _emit(ctx, doc, f"{doc['verdict']} recorded on {proposal_id}")
 
 
@@ -269,10 +199,8 @@ def review(ctx: click.Context, proposal_id: str, verdict: str, comment: str,
 @click.pass_context
 def merge(ctx: click.Context, project: str, proposal_id: str) -> None:
     """Ask for a signed merge authorization, then advance the protected ref with it."""
-    client = _client(ctx)
-    req = client.call("POST", f"/proposals/{proposal_id}/authorize", {})
-    req.pop("strategy", None)
-    doc = client.call("POST", f"/{project}/refs/merge", req)
+    git = _client(ctx).memory_git
+    doc = git.merge(project, git.authorize(proposal_id))
     _emit(ctx, doc, f"{doc['ref']['ref_name']} -> {doc['ref']['head_changeset_id']} "
                     f"({doc['advance']['strategy']})")
 
@@ -282,7 +210,7 @@ def merge(ctx: click.Context, project: str, proposal_id: str) -> None:
 @click.pass_context
 def cancel(ctx: click.Context, proposal_id: str) -> None:
     """Cancel your own open proposal (its history is kept)."""
-    doc = _client(ctx).call("POST", f"/proposals/{proposal_id}/cancel", {})
+    doc = _client(ctx).memory_git.cancel(proposal_id)
     _emit(ctx, doc, f"proposal {proposal_id} {doc['status']}")
 
 
@@ -292,7 +220,7 @@ def cancel(ctx: click.Context, proposal_id: str) -> None:
 @click.pass_context
 def proposals(ctx: click.Context, project: str, status: str | None) -> None:
     """Proposals of a project, newest first."""
-    doc = _client(ctx).call("GET", f"/{project}/proposals", params={"status": status})
+    doc = _client(ctx).memory_git.proposals(project, status=status)
     lines = [f"{p['proposal_id']}  {p['status']}  {p['source_ref']} -> {p['target_ref']}  "
              f"by {p['originator_principal']}" for p in doc]
     _emit(ctx, doc, "\n".join(lines) or "(none)")
@@ -304,8 +232,7 @@ def proposals(ctx: click.Context, project: str, status: str | None) -> None:
 @click.pass_context
 def diff(ctx: click.Context, changeset_id: str, base: str | None) -> None:
     """Semantic diff of a changeset."""
-    body = {"base_changeset_id": base} if base else {}
-    doc = _client(ctx).call("POST", f"/changesets/{changeset_id}/diff", body)
+    doc = _client(ctx).memory_git.diff(changeset_id, base_changeset_id=base)
     lines = [f"{name}: {len(items)}" for name, items in doc.items() if items]
     _emit(ctx, doc, "\n".join(lines) or "(no changes)")
 
@@ -315,7 +242,7 @@ def diff(ctx: click.Context, changeset_id: str, base: str | None) -> None:
 @click.pass_context
 def proposal(ctx: click.Context, proposal_id: str) -> None:
     """One proposal with its reviews."""
-    doc = _client(ctx).call("GET", f"/proposals/{proposal_id}")
+    doc = _client(ctx).memory_git.proposal(proposal_id)
     lines = [f"{doc['proposal_id']}  {doc['status']}  {doc['source_ref']} -> "
              f"{doc['target_ref']}  by {doc['originator_principal']}",
              f"pinned head {doc['head_changeset_id']}, digest {doc['proposal_digest']}"]
@@ -331,11 +258,11 @@ def proposal(ctx: click.Context, proposal_id: str) -> None:
 @click.pass_context
 def settings(ctx: click.Context, project: str, review_required: bool | None) -> None:
     """Show or change whether PROJECT takes agents' writes as proposals."""
-    client = _client(ctx)
+    git = _client(ctx).memory_git
     if review_required is None:
-        doc = client.call("GET", f"/{project}/settings")
+        doc = git.settings(project)
     else:
-        doc = client.call("PUT", f"/{project}/settings", {"review_required": review_required})
+        doc = git.put_settings(project, review_required=review_required)
     _emit(ctx, doc, f"review_required: {str(doc['review_required']).lower()} "
                     f"(for {', '.join(doc['reviewed_types'])})")
 
@@ -348,4 +275,4 @@ def keygen(ctx: click.Context) -> None:
     _emit(ctx, {"key": key}, key)
 
 
-__all__ = ["Client", "command"]
+__all__ = ["command"]

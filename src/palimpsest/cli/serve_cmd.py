@@ -8,10 +8,15 @@ loopback start): a public listener never mints and prints a secret.
 
 With ``--json`` the command prints one JSON line once the socket is listening — ``{"url", "host",
 "port", "data_dir", "owner"?}`` — so a test or a supervisor can start it on ``--port 0``.
+
+Settings come from flags, environment variables and ``--config FILE`` (:mod:`.serve_config`).
+With ``--log-level info`` every request is logged as one JSON line on stderr (the
+``palimpsest.access`` logger); ``--tracing`` exports OpenTelemetry spans.
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import sys
@@ -24,6 +29,8 @@ import uvicorn
 from palimpsest import canonical
 from palimpsest.api.app import ApiConfig, create_app
 from palimpsest.api.guard import LOOPBACK_HOSTS, GuardConfig
+from palimpsest.api.telemetry import tracing as tracing_mod
+from palimpsest.cli import serve_config
 from palimpsest.cli.datadir import default_data_dir, is_loopback
 from palimpsest.errors import InvalidInput
 from palimpsest.service.memories import MemoryService
@@ -54,23 +61,59 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 @click.command("serve")
+@click.option("--config", "config", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              envvar="PAL_CONFIG", default=None,
+              help="TOML file of settings ($PAL_CONFIG); flags and environment override it.")
 @click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=None,
+              envvar="PAL_DATA_DIR",
               help="Data directory (default: $PAL_DATA_DIR or ~/.local/share/palimpsest/service).")
-@click.option("--host", default=DEFAULT_HOST, show_default=True, help="Address to listen on.")
-@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
-              help="Port (0 picks a free one).")
-@click.option("--allowed-host", "allowed_hosts", multiple=True,
+@click.option("--host", default=None, envvar="PAL_HOST",
+              help=f"Address to listen on (default {DEFAULT_HOST}).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None, envvar="PAL_PORT",
+              help=f"Port, 0 picks a free one (default {DEFAULT_PORT}).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, envvar="PAL_ALLOWED_HOSTS",
               help="Host header names to answer for, besides loopback names (repeatable).")
-@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info"]),
-              default="warning", show_default=True)
+@click.option("--log-level", type=click.Choice(serve_config.LOG_LEVELS), default=None,
+              envvar="PAL_LOG_LEVEL",
+              help="warning by default; info adds a JSON access-log line per request.")
+@click.option("--durability", type=click.Choice(serve_config.DURABILITY), default=None,
+              envvar="PAL_DURABILITY", help="full: an fsync per write (default normal).")
+@click.option("--tracing", type=click.Choice(serve_config.TRACING), default=None,
+              envvar="PAL_TRACING", help="Export OpenTelemetry spans (default none).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
-def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple[str, ...],
-            log_level: str, as_json: bool) -> None:
+def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
+            allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
+            tracing: str | None, as_json: bool) -> None:
     """Run the memory service until interrupted."""
-    directory = (data_dir or default_data_dir()).expanduser()
+    settings = serve_config.resolve({
+        "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
+        "log_level": log_level, "durability": durability, "tracing": tracing}, config)
+    _configure_logging(settings.log_level)
+    if settings.tracing != "none":
+        tracing_mod.configure(settings.tracing)
+    try:
+        _serve(settings, as_json)
+    finally:
+        tracing_mod.shutdown()
+
+
+def _configure_logging(level: str) -> None:
+    """The access log (``palimpsest.access``, INFO) as bare JSON lines on stderr."""
+    logger = logging.getLogger("palimpsest")
+    logger.setLevel(level.upper())
+    if not any(getattr(h, "palimpsest", False) for h in logger.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        handler.palimpsest = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
+def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
+    directory, host, port = settings.data_dir, settings.host, settings.port
     loopback = is_loopback(host)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    svc = MemoryService(directory)
+    svc = MemoryService(directory, durability=settings.durability)
     try:
         owner: dict[str, Any] | None = None
         if not loopback:
@@ -80,8 +123,8 @@ def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple
                     f"refusing to listen on non-loopback address {host} without configured "
                     "credentials",
                     code="no-credentials",
-                    hint=f"create one first: pal admin --data-dir {directory} member create "
-                    "NAME, then pal admin credential create MEMBER_ID",
+                    hint=f"create one first: pal admin --data-dir {directory} --create member "
+                    "create NAME --admin, then pal admin credential create MEMBER_ID",
                 )
         else:
             made = svc.bootstrap_owner()
@@ -92,11 +135,12 @@ def command(*, data_dir: Path | None, host: str, port: int, allowed_hosts: tuple
         bound_port = sock.getsockname()[1]
         shown_host = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown_host}:{bound_port}"
-        hosts = (LOOPBACK_HOSTS if loopback else ()) + tuple(h.lower() for h in allowed_hosts)
+        hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
         config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
         app = create_app(svc, config)
+        # the access log is ours (api/telemetry): uvicorn's own would repeat every request
         server = uvicorn.Server(uvicorn.Config(
-            app, log_level=log_level, access_log=log_level == "info", lifespan="on",
+            app, log_level=settings.log_level, access_log=False, lifespan="on",
             server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
         # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
         # to whatever handler was installed before it. Ours only asks the server to stop: a
@@ -129,4 +173,5 @@ def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[st
                        f"{safe_text(owner['credential'])}")
         click.echo(f"data directory: {safe_text(str(directory))}")
         click.echo(f"listening on {safe_text(url)} (Ctrl-C stops)")
+        click.echo(f"review desk: {safe_text(url)}/ui/ (sign in with a credential)")
     sys.stdout.flush()

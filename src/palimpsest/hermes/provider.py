@@ -6,7 +6,10 @@ dedicated agent credential, to recall from one memory.
 
 Lifecycle: at the end of turn N Hermes calls :meth:`queue_prefetch`, which recalls in a
 background thread; at the start of turn N+1 :meth:`prefetch` consumes that warmed result without
-blocking. Only record ids not yet injected in the session are returned, and only what is returned
+a request of its own. When nothing was warmed — the first turn of a session, the turn after a
+reset or a rewind — :meth:`prefetch` recalls the question it is given, waiting at most
+``PALIMPSEST_HERMES_PREFETCH_WAIT`` seconds (0.3 by default; a later answer is kept for the next
+turn). Only record ids not yet injected in the session are returned, and only what is returned
 is recorded as injected. The provider is read-only by default (one explicit search tool); in
 direct mode it can capture user-authored text, with injected memory context stripped. Every
 failure — server down, credential missing, bad configuration — means no recalled memory and no
@@ -22,6 +25,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +66,12 @@ def is_trivial(query: str) -> bool:
 
 @dataclass
 class _Warm:
+    """One recall for a session: in flight until ``ready`` is set."""
+
     generation: int
     done: bool = False
     results: list[dict[str, Any]] = field(default_factory=list)
+    ready: threading.Event = field(default_factory=threading.Event)
 
 
 class PalimpsestMemoryProvider(_Base):
@@ -84,6 +91,7 @@ class PalimpsestMemoryProvider(_Base):
         self._threads: list[threading.Thread] = []
         self._last_count: int | None = None
         self._last_error = ""
+        self._config_error = ""
 
     # ----- identity and availability ------------------------------------------------------
 
@@ -97,24 +105,31 @@ class PalimpsestMemoryProvider(_Base):
 
     def _settings(self) -> settings.Settings | None:
         try:
-            return settings.load_settings(self._environ(), self._plugin_dir)
+            loaded = settings.load_settings(self._environ(), self._plugin_dir)
         except settings.ConfigError as exc:
-            self._last_error = str(exc)
+            self._last_error = self._config_error = str(exc)
             LOG.warning("palimpsest memory is off: %s", exc)
             return None
+        self._config_error = ""
+        return loaded
 
     def is_available(self) -> bool:
-        """Configuration only, no network: a connection file or a direct memory is set."""
-        return settings.configured(self._environ(), self._plugin_dir)
+        """Configuration only, no network: the settings load and validate, the credential file
+        included (a removed credential or installation makes it false at once)."""
+        if not settings.configured(self._environ(), self._plugin_dir):
+            self._config_error = ""
+            return False
+        return self._settings() is not None
 
     def unavailable_reason(self) -> str:
         """A hint for ``hermes memory status`` when :meth:`is_available` is false."""
         if self.is_available():
             return ""
-        return (
+        hint = (
             "run `pal hermes install`, or set PALIMPSEST_HERMES_URL, PALIMPSEST_HERMES_MEMORY "
             "and PALIMPSEST_HERMES_TOKEN"
         )
+        return f"{self._config_error}; {hint}" if self._config_error else hint
 
     def initialize(self, session_id: str, **kwargs: Any) -> None:
         """Remember the session, the Hermes home and whether this agent may write."""
@@ -152,23 +167,28 @@ class PalimpsestMemoryProvider(_Base):
             config = self._settings()
             if config is None or not config.auto_recall:
                 return
-            session = self._session(session_id)
-            with self._lock:
-                self._generation += 1
-                warm = _Warm(self._generation)
-                self._warm[session] = warm  # an older pending warm-up is superseded
-                thread = threading.Thread(
-                    target=self._warm_up,
-                    args=(config, query[:MAX_QUERY_CHARS], session, warm),
-                    name="palimpsest-prefetch",
-                    daemon=True,
-                )
-                self._threads = [t for t in self._threads if t.is_alive()] + [thread]
-            thread.start()
+            self._start(config, query, self._session(session_id))
         except Exception:  # fail safe: Hermes goes on without recalled memory
             LOG.warning("palimpsest queue_prefetch failed", exc_info=True)
 
-    def _warm_up(self, config: settings.Settings, query: str, session: str, warm: _Warm) -> None:
+    def _start(self, config: settings.Settings, query: str, session: str) -> _Warm:
+        """Recall ``query`` in a background thread as the session's pending result (an older
+        pending one is superseded)."""
+        with self._lock:
+            self._generation += 1
+            warm = _Warm(self._generation)
+            self._warm[session] = warm
+            thread = threading.Thread(
+                target=self._warm_up,
+                args=(config, query[:MAX_QUERY_CHARS], warm),
+                name="palimpsest-prefetch",
+                daemon=True,
+            )
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+        return warm
+
+    def _warm_up(self, config: settings.Settings, query: str, warm: _Warm) -> None:
         try:
             results = transport.recall(config, query, config.limit)
         except transport.TransportError as exc:
@@ -181,22 +201,33 @@ class PalimpsestMemoryProvider(_Base):
         with self._lock:
             warm.results = results
             warm.done = True
+        warm.ready.set()
 
     def prefetch(self, query: str, *, session_id: str = "") -> str:
-        """Return the warmed result not yet injected in this session, or ``""`` (non-blocking)."""
+        """The session's warmed result, not yet injected in it; when nothing was warmed, the
+        recall of ``query`` itself, if it answers within ``prefetch_wait`` seconds; else ``""``.
+        """
         try:
+            self._last_count = None
+            if self._inspection:
+                return ""
             session = self._session(session_id)
+            config = self._settings()
             with self._lock:
                 warm = self._warm.get(session)
-                if warm is None or not warm.done:
-                    self._last_count = None
-                    return ""
-                del self._warm[session]
                 store = self._seen
-            config = self._settings()
             if config is None or store is None:
-                self._last_count = None
                 return ""
+            if warm is None:
+                if not config.auto_recall or is_trivial(query):
+                    return ""
+                warm = self._start(config, query, session)
+            if not warm.ready.wait(config.prefetch_wait):
+                return ""  # still in flight: kept for the next turn
+            with self._lock:
+                if self._warm.get(session) is not warm:
+                    return ""  # superseded or dropped (reset) while waiting
+                del self._warm[session]
             already = store.seen(session)
             fresh = [i for i in render.unique_items(warm.results) if i.record_id not in already]
             text, shown = render.render(fresh, config.max_chars)
@@ -240,8 +271,9 @@ class PalimpsestMemoryProvider(_Base):
                 return
             session = self._session(session_id)
             attributes = {"source": "hermes", "role": "user", "session_id": session}
+            said = datetime.now(UTC)  # when the user said it, not when the write lands
             thread = threading.Thread(
-                target=self._capture, args=(config, text, attributes), daemon=True,
+                target=self._capture, args=(config, text, attributes, said), daemon=True,
                 name="palimpsest-capture",
             )
             with self._lock:
@@ -250,9 +282,11 @@ class PalimpsestMemoryProvider(_Base):
         except Exception:
             LOG.warning("palimpsest sync_turn failed", exc_info=True)
 
-    def _capture(self, config: settings.Settings, text: str, attributes: dict[str, str]) -> None:
+    def _capture(
+        self, config: settings.Settings, text: str, attributes: dict[str, str], said: datetime
+    ) -> None:
         try:
-            transport.observe(config, text, attributes)
+            transport.observe(config, text, attributes, said)
         except Exception as exc:
             self._last_error = str(exc)
             LOG.info("palimpsest capture failed: %s", exc)
@@ -297,19 +331,21 @@ class PalimpsestMemoryProvider(_Base):
         except transport.TransportError as exc:
             return json.dumps({"error": f"Palimpsest recall failed: {exc}"})
         items = render.unique_items(results)
+        # Escaped exactly as prefetch escapes: stored markup such as "</memory-context>"
+        # reaches the model as text, never as a tag.
         return json.dumps(
             {
                 "note": render.HEADER,
                 "results": [
                     {
-                        "record_id": i.record_id,
-                        "memory_id": i.memory_id,
-                        "memory_name": i.memory_name,
-                        "type": i.type,
-                        "title": i.title,
-                        "content": i.text,
-                        "written_by": i.writer,
-                        "writer_type": i.writer_type,
+                        "record_id": render.escape(i.record_id),
+                        "memory_id": render.escape(i.memory_id),
+                        "memory_name": render.escape(i.memory_name),
+                        "type": render.escape(i.type),
+                        "title": render.escape(i.title),
+                        "content": render.escape(i.text),
+                        "written_by": render.escape(i.writer),
+                        "writer_type": render.escape(i.writer_type),
                         "trust": "untrusted",
                     }
                     for i in items

@@ -38,6 +38,9 @@ INT_BOUNDS: dict[str, tuple[int, int, int]] = {
 FLOAT_BOUNDS: dict[str, tuple[float, float, float]] = {
     "TIMEOUT": (5.0, 0.1, 30.0),
     "WRITE_TIMEOUT": (5.0, 0.1, 120.0),
+    # How long prefetch may wait for a recall when no warmed result is ready (the first turn
+    # of a session, after a reset): bounded well below Hermes' own 8 s prefetch timeout.
+    "PREFETCH_WAIT": (0.3, 0.0, 5.0),
 }
 MAX_ID_CHARS = 256
 MAX_TOKEN_CHARS = 4096
@@ -65,6 +68,7 @@ class Settings:
     max_body_bytes: int
     timeout: float
     write_timeout: float
+    prefetch_wait: float
     auto_recall: bool
     auto_capture: bool
     ca_file: str | None
@@ -122,10 +126,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _unicode(text: str) -> bool:
+    """False for a lone surrogate (undecodable environment bytes, a JSON "\\ud800" escape)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parse_url(raw: str | None) -> str:
     """Validate a server origin: http only on loopback, https elsewhere, no path or credentials."""
     text = (raw or "").strip() or DEFAULT_URL
-    if _CONTROL_RE.search(text) or " " in text:
+    if _CONTROL_RE.search(text) or " " in text or not _unicode(text):
         raise ConfigError(f"{env_name('URL')} must be an origin such as {DEFAULT_URL}")
     try:
         parts = urlsplit(text)
@@ -150,7 +163,7 @@ def parse_memory_id(raw: str | None, source: str) -> str:
     text = (raw or "").strip()
     if not text:
         raise ConfigError(f"{source} is required: the memory to recall from")
-    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text):
+    if len(text) > MAX_ID_CHARS or _CONTROL_RE.search(text) or not _unicode(text):
         raise ConfigError(f"{source} must be at most {MAX_ID_CHARS} printable characters")
     return text
 
@@ -167,6 +180,12 @@ def parse_token(raw: str | None, source: str) -> str:
 
 def read_credential_file(path_text: str) -> str:
     """Read a credential file that must be a regular file readable by its owner only (0600)."""
+    if _CONTROL_RE.search(path_text):  # a NUL cannot even be stat()ed; none may reach a message
+        raise ConfigError("the credential file path must not hold control characters")
+    try:
+        os.fsencode(path_text)  # a JSON "\\ud800" is no file name (undecodable bytes from the
+    except UnicodeEncodeError as exc:  # environment, "\\udcff", still are)
+        raise ConfigError("the credential file path is not a valid file name") from exc
     path = Path(path_text)
     if not path.is_absolute():
         raise ConfigError("the credential file path must be absolute")
@@ -207,9 +226,12 @@ def decode_json(data: bytes) -> Any:
 
     One parser for the connection file and the server's responses, standard library only.
     """
-    return json.loads(
-        data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
-    )
+    try:
+        return json.loads(
+            data.decode("utf-8"), object_pairs_hook=_strict_object, parse_constant=_reject_constant
+        )
+    except RecursionError as exc:  # deep nesting is bad input, like every other parse failure
+        raise ValueError("JSON nests too deeply") from exc
 
 
 def load_json_file(path: Path, limit: int) -> dict[str, Any]:
@@ -234,6 +256,8 @@ def connection_path(env: Mapping[str, str], plugin_dir: Path) -> Path | None:
     """The managed connection file: the explicit variable, else a sibling ``connection.json``."""
     explicit = env.get(env_name("CONNECTION_FILE"), "").strip()
     if explicit:
+        if _CONTROL_RE.search(explicit):
+            raise ConfigError(f"{env_name('CONNECTION_FILE')} must not hold control characters")
         path = Path(explicit)
         if not path.is_absolute():
             raise ConfigError(f"{env_name('CONNECTION_FILE')} must be an absolute path")
@@ -252,6 +276,7 @@ def _tuning(env: Mapping[str, str]) -> dict[str, Any]:
         "write_timeout": parse_float(
             "WRITE_TIMEOUT", env.get(env_name("WRITE_TIMEOUT")), default=timeout
         ),
+        "prefetch_wait": parse_float("PREFETCH_WAIT", env.get(env_name("PREFETCH_WAIT"))),
         "auto_recall": parse_bool("AUTO_RECALL", env.get(env_name("AUTO_RECALL")), True),
     }
 
@@ -272,7 +297,8 @@ def load_managed(path: Path, env: Mapping[str, str]) -> Settings:
     unknown = sorted(set(doc) - allowed)
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in the connection file {path}")
-    if doc.get("version") != CONNECTION_VERSION:
+    version = doc.get("version")
+    if type(version) is not int or version != CONNECTION_VERSION:  # not true, not 1.0
         raise ConfigError(f"the connection file {path} must have version {CONNECTION_VERSION}")
     for key in ("server_url", "credential_file", "memory_id"):
         if not isinstance(doc.get(key), str):
@@ -315,7 +341,8 @@ def load_settings(env: Mapping[str, str], plugin_dir: Path) -> Settings:
 
 
 def configured(env: Mapping[str, str], plugin_dir: Path) -> bool:
-    """Cheap check for ``is_available``: is there a connection file or a direct memory set?"""
+    """Cheap check: is there a connection file or a direct memory set? (Whether that
+    configuration works is :func:`load_settings`'s question.)"""
     try:
         path = connection_path(env, plugin_dir)
     except ConfigError:

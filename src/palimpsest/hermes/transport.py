@@ -2,7 +2,8 @@
 
 It never follows redirects and never uses proxies from the environment, so the bearer credential
 goes only to the configured origin. Response bodies are capped and parsed strictly. Every failure
-is a :class:`TransportError`; the provider turns it into "no recalled memory".
+is a :class:`TransportError` that says what happened (refused, no answer in time, an error
+status, a malformed answer); the provider turns it into "no recalled memory".
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -73,7 +75,12 @@ def post_json(settings: Settings, path: str, body: dict[str, Any], timeout: floa
             pass
         raise TransportError(f"the server answered {exc.code}", exc.code, code) from exc
     except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise TransportError("the memory server is unreachable") from exc
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        if isinstance(reason, TimeoutError):  # socket.timeout is TimeoutError
+            raise TransportError(
+                f"the memory server did not answer within {timeout:g} s", code="timeout"
+            ) from exc
+        raise TransportError("the memory server is unreachable", code="unreachable") from exc
     if len(data) > settings.max_body_bytes:
         raise TransportError("the server's answer is larger than the configured maximum")
     try:
@@ -91,7 +98,16 @@ def recall(settings: Settings, query: str, limit: int) -> list[dict[str, Any]]:
     return [item for item in answer["results"] if isinstance(item, dict)]
 
 
-def observe(settings: Settings, text: str, attributes: dict[str, str]) -> None:
-    """Send one user-authored episode to the configured memory."""
-    body = {"episodes": [{"content": text, "attributes": attributes}]}
+def instant(moment: datetime) -> str:
+    """An RFC 3339 UTC instant to the second, as the service stores record times."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def observe(
+    settings: Settings, text: str, attributes: dict[str, str], when: datetime
+) -> None:
+    """Send one user-authored episode, said at ``when``, to the configured memory (its time is
+    what a question naming a date or "two weeks ago" is matched against)."""
+    episode = {"content": text, "attributes": attributes, "time": {"valid_from": instant(when)}}
+    body = {"episodes": [episode]}
     post_json(settings, memory_path(settings.memory_id, "observe"), body, settings.write_timeout)

@@ -59,8 +59,9 @@ EVIDENCE = re.compile(
     r"git:(?:[0-9a-f]{40}|[0-9a-f]{64})|event:sha256:[0-9a-f]{64}|memory:sha256:[0-9a-f]{64}"
 )
 TOKEN = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
-_TIMESTAMP = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))"
+_TIMESTAMP = re.compile(  # ASCII: a str pattern's \d would also match "٢" or "２" (Go's does not)
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))",
+    re.ASCII,
 )
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
@@ -515,7 +516,10 @@ def validate_record(record: Record) -> None:
 @lru_cache(maxsize=4096)
 def _key_actor(public_key: str) -> str:
     """Decode and check a public key once per distinct text (keys repeat along a stream)."""
-    raw_key = b64_nopad_decode(public_key, 32, "public key")
+    try:
+        raw_key = b64_nopad_decode(public_key, 32, "public key")
+    except InvalidInput as exc:  # one code for every envelope rule (decode_envelope's contract)
+        raise _bad("publicKey must be unpadded base64 of 32 bytes") from exc
     reason = weak_key_reason(raw_key)
     if reason is not None:
         raise _bad(reason, "weak-key")

@@ -112,6 +112,17 @@ def _bound(value: Any, name: str) -> int:
     return value
 
 
+def _text(value: str, name: str) -> str:
+    # A lone surrogate (argv bytes that are not UTF-8, a JSON "\\ud800" through MCP) cannot be
+    # hashed into the query digest or searched: refuse it here, naming the field.
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _bad(f"{name} must be valid Unicode text (no lone surrogates)") from None
+    return value
+
+
 def _values(values: Any, name: str) -> list[str]:
     if values is None:
         return []
@@ -145,13 +156,15 @@ def normalize_request(
     """
     if not OBJECT_ID.fullmatch(at_commit):
         raise _bad("atCommit must be a full lower-case commit ID")
+    for name, text in (("subject", subject), ("path", path), ("query", query), ("cursor", cursor)):
+        _text(text, name)
     if subject and not SUBJECT.fullmatch(subject):
         raise _bad("invalid subject filter; use a typed subject such as issue:sha256:<64 hex>")
     if path and not valid_path(path):
         raise _bad("invalid path filter; use a clean repository-relative path")
     topics: set[str] = set()
     for raw in _values(topic, "topic"):
-        label = to_lower(trim_space(raw))
+        label = to_lower(trim_space(_text(raw, "topic")))
         if not label or len(label.encode()) > MAX_TOPIC_BYTES or has_control(label):
             raise _bad(
                 f"invalid topic filter: a topic is 1-{MAX_TOPIC_BYTES} bytes without control"

@@ -37,6 +37,7 @@ _REMOTE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _HEX64_RE = re.compile(r"[0-9a-f]{64}")
 _STREAM_RE = re.compile(r"sha256:[0-9a-f]{64}")
 _MAX_REMOTE_BYTES = 128
+_MAX_BUDGET = 2**63 - 1  # budgets are Go ints: a larger number makes the file unreadable upstream
 
 
 def validate_remote(name: str) -> str:
@@ -108,9 +109,11 @@ class Budgets:
     def __post_init__(self) -> None:
         for name in _BUDGET_KEYS.values():
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            integer = isinstance(value, int) and not isinstance(value, bool)
+            if not integer or not 0 < value <= _MAX_BUDGET:
                 raise InvalidInput(
-                    f"budget {name.replace('_', '-')} must be a positive integer",
+                    f"budget {name.replace('_', '-')} must be a positive integer up to "
+                    f"{_MAX_BUDGET}",
                     code="invalid-budget",
                 )
 
@@ -248,7 +251,7 @@ def decode_selection(data: bytes, *, remote: str) -> Selection:
     allowed = {"version", "remote", "actors", "proposals", "memories", "all", "budgets"}
     unknown = sorted(set(doc) - allowed)
     if unknown:
-        raise InvalidInput(f"unknown selection field {unknown[0]}", code="bad-selection")
+        raise InvalidInput(f"unknown selection field {unknown[0][:64]!r}", code="bad-selection")
     if doc.get("version") != SELECTION_VERSION or isinstance(doc.get("version"), bool):
         raise InvalidInput("unsupported selection version", code="bad-selection")
     if doc.get("remote") != remote:
@@ -261,7 +264,7 @@ def decode_selection(data: bytes, *, remote: str) -> Selection:
         raise InvalidInput("selection field budgets must be an object", code="bad-selection")
     unknown = sorted(set(budgets_doc) - set(_BUDGET_KEYS))
     if unknown:
-        raise InvalidInput(f"unknown budget field {unknown[0]}", code="bad-selection")
+        raise InvalidInput(f"unknown budget field {unknown[0][:64]!r}", code="bad-selection")
     defaults = Budgets()
     budgets = Budgets(
         **{

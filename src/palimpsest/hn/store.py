@@ -239,7 +239,10 @@ _ENTRY_SIGNATURE = b"100644 signature\x00"
 
 def _diagnose_tree(commit: pygit2.Commit, ref: str, hexid: str) -> tuple[Any, Any]:
     """Explain why a tree is not the exact two-entry memory tree (always raises)."""
-    tree = commit.tree
+    try:
+        tree = commit.tree
+    except pygit2.GitError as exc:  # libgit2 cannot parse the tree object's entries
+        raise _corrupt(ref, hexid, "tree object is malformed") from exc
     if len(tree) != 2:
         raise _corrupt(ref, hexid, "tree must hold exactly memory.json and signature")
     payload_id = signature_id = None

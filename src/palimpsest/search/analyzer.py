@@ -13,6 +13,10 @@ by the words it contains.
 - English stop words are dropped, unless a text has nothing else.
 - A light English suffix stemmer (written here, no external code) conflates plurals and
   ``-ing``/``-ed`` forms; it only touches ASCII letter words.
+- A question's conversational padding — greetings, thanks, hesitations and the phrases people
+  put before what they ask ("quick question", "can you remind me", "I was wondering") — is
+  left out of its query terms (:data:`FILLER_WORDS`, :data:`FILLER_PHRASES`), unless it is all
+  there is. Stored text keeps every word, so nothing becomes unfindable.
 
 Limits keep hostile input cheap: a term is cut at :data:`MAX_TERM_CHARS` characters.
 
@@ -50,6 +54,40 @@ STOP_WORDS = frozenset(
     )
 )
 """English function words that carry no topic; dropped from documents and queries."""
+
+FILLER_WORDS = frozenset(
+    (
+        "hi", "hey", "heya", "hiya", "hello", "howdy", "greetings", "yo", "thanks", "thank",
+        "thx", "ty", "cheers", "please", "pls", "plz", "sorry", "um", "umm", "uh", "uhh", "uhm",
+        "hm", "hmm", "hmmm", "er", "erm", "ah", "oh", "okay", "ok", "kk", "alright", "btw",
+        "lol", "anyway", "anyways", "hopefully", "actually", "basically", "honestly",
+        "really", "maybe",
+    )
+)
+"""Words that pad a question without naming its topic; left out of query terms (never out of
+stored text)."""
+
+FILLER_PHRASES: tuple[tuple[str, ...], ...] = (
+    ("good", "morning"), ("good", "afternoon"), ("good", "evening"),
+    ("quick", "question"), ("a", "question"), ("one", "question"), ("another", "question"),
+    ("question", "for", "you"),
+    ("one", "more", "thing"), ("one", "last", "thing"), ("just", "checking"),
+    ("i", "was", "wondering"), ("i", "am", "wondering"), ("i", "m", "wondering"),
+    ("just", "wondering"), ("i", "wonder"), ("wondering", "if"),
+    ("can", "you", "tell", "me"), ("could", "you", "tell", "me"), ("tell", "me"),
+    ("can", "you", "remind", "me"), ("could", "you", "remind", "me"), ("remind", "me"),
+    ("do", "you", "remember"), ("do", "you", "know"), ("do", "you", "recall"),
+    ("you", "know"), ("i", "mean"), ("let", "me", "think"), ("let", "me", "see"),
+    ("to", "bother", "you"), ("by", "the", "way"), ("out", "of", "curiosity"),
+    ("i", "need", "to", "know"), ("i", "want", "to", "know"), ("i", "d", "like", "to", "know"),
+    ("help", "me", "remember"),
+)
+"""Word sequences (of folded tokens, stop words included) that pad a question; each is left
+out of the query terms wherever it occurs."""
+
+_PHRASE_STARTS: dict[str, tuple[tuple[str, ...], ...]] = {}
+for _phrase in sorted(FILLER_PHRASES, key=len, reverse=True):
+    _PHRASE_STARTS[_phrase[0]] = (*_PHRASE_STARTS.get(_phrase[0], ()), _phrase)
 
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
@@ -185,34 +223,66 @@ def analyze(text: str) -> list[str]:
     return kept if kept or not stops else stops
 
 
-def query_terms(text: str, *, limit: int = 64) -> list[str]:
-    """Distinct query terms of ``text`` in first-seen order, at most ``limit`` of them.
+def query_words(text: str, *, limit: int = 64) -> list[tuple[str, str]]:
+    """Distinct query terms of ``text`` with the word each came from: ``(word, term)`` pairs
+    in first-seen order, at most ``limit`` of them.
 
-    A term matches exactly the terms :func:`analyze` stores. A CJK run becomes one term whose
-    characters are separated by spaces: a phrase once quoted for FTS5.
+    ``term`` matches exactly the terms :func:`analyze` stores; ``word`` is the folded token
+    before stemming (what a spelling correction starts from). A CJK run becomes one term
+    whose characters are separated by spaces: a phrase once quoted for FTS5. Fillers
+    (:data:`FILLER_WORDS`, :data:`FILLER_PHRASES`) and stop words are left out; when nothing
+    else is left the fillers count, and when there are none either the stop words do.
     """
+    tokens = list(raw_tokens(text))
+    words = [token for token, _ in tokens]
     seen: set[str] = set()
-    terms: list[str] = []
-    kept_any = False
-    stops: list[str] = []
-    for token, cjk in raw_tokens(text):
+    kept: list[tuple[str, str]] = []
+    padding: list[tuple[str, str]] = []
+    stops: list[tuple[str, str]] = []
+    skip = 0
+    for index, (token, cjk) in enumerate(tokens):
+        if skip:
+            skip -= 1
+            if token not in STOP_WORDS:
+                padding.append((token, stem(token)))
+            continue
         if cjk:
-            term = " ".join(token[:MAX_TERM_CHARS])
+            pair = (token, " ".join(token[:MAX_TERM_CHARS]))
+        elif (phrase := _filler_at(words, index)) is not None:
+            skip = len(phrase) - 1
+            if token not in STOP_WORDS:
+                padding.append((token, stem(token)))
+            continue
         elif token in STOP_WORDS:
-            if token not in stops:
-                stops.append(token)
+            stops.append((token, token))
+            continue
+        elif token in FILLER_WORDS:
+            padding.append((token, stem(token)))
             continue
         else:
-            term = stem(token)
-        kept_any = True
-        if term not in seen:
-            seen.add(term)
-            terms.append(term)
-            if len(terms) >= limit:
+            pair = (token, stem(token))
+        if pair[1] not in seen:
+            seen.add(pair[1])
+            kept.append(pair)
+            if len(kept) >= limit:
                 break
-    if not kept_any:
-        terms = stops[:limit]
-    return terms
+    if not kept:
+        kept = list({term: (word, term) for word, term in padding or stops}.values())[:limit]
+    return kept
 
 
-__all__ = ["MAX_TERM_CHARS", "STOP_WORDS", "analyze", "query_terms", "raw_tokens", "stem"]
+def _filler_at(words: list[str], index: int) -> tuple[str, ...] | None:
+    for phrase in _PHRASE_STARTS.get(words[index], ()):
+        if tuple(words[index:index + len(phrase)]) == phrase:
+            return phrase
+    return None
+
+
+def query_terms(text: str, *, limit: int = 64) -> list[str]:
+    """Distinct query terms of ``text`` in first-seen order, at most ``limit`` of them (the
+    terms of :func:`query_words`)."""
+    return [term for _, term in query_words(text, limit=limit)]
+
+
+__all__ = ["FILLER_PHRASES", "FILLER_WORDS", "MAX_TERM_CHARS", "STOP_WORDS", "analyze",
+           "query_terms", "query_words", "raw_tokens", "stem"]

@@ -43,6 +43,7 @@ from typing import Any
 import re2
 
 from palimpsest.errors import InvalidInput
+from palimpsest.text import safe_line
 
 MAX_PATTERN_BYTES = 4096
 MAX_INSTRUCTIONS = 4096
@@ -51,6 +52,7 @@ FIXED_OVERHEAD = 4  # fail + capture 0 start + capture 0 end + match
 MAX_REPEAT = 1000  # Go and RE2 both refuse counted repetitions above 1000
 MAX_NESTING = 1000  # Go's nesting limit
 _RE2_MAX_MEM = 8 << 20  # bounds compilation of classes whose byte automata are large
+_MAX_REASON_CHARS = 200  # of RE2's message, which quotes the pattern
 
 _CAP = MAX_INSTRUCTIONS + 1  # sizes saturate here: we only need to know "too big"
 
@@ -114,6 +116,8 @@ def _parse_counted(text: str, start: int) -> tuple[int, int | None, int] | None:
         return None
     if high_text and (not high_text.isascii() or not high_text.isdigit()):
         return None
+    if _leading_zero(low_text) or _leading_zero(high_text):
+        return None  # Go and RE2 read "{01}" as literal text, not a count
     # Over-long digit strings are refused before int() converts them.
     if len(low_text) > 4 or len(high_text) > 4:
         raise _invalid("invalid repeat count")
@@ -122,6 +126,10 @@ def _parse_counted(text: str, start: int) -> tuple[int, int | None, int] | None:
     if low > MAX_REPEAT or (high is not None and (high > MAX_REPEAT or high < low)):
         raise _invalid("invalid repeat count")
     return low, high, end + 1
+
+
+def _leading_zero(digits: str) -> bool:
+    return len(digits) > 1 and digits[0] == "0"
 
 
 def _skip_class(text: str, start: int) -> int:
@@ -312,6 +320,8 @@ def compile_pattern(raw: bytes, *, ignore_case: bool = False) -> CompiledPattern
     except re2.error as exc:
         message = exc.args[0] if exc.args else b""
         reason = message.decode("utf-8", "replace") if isinstance(message, bytes) else str(message)
+        # RE2 quotes the offending part of the pattern: keep it readable, on one line, inert.
+        reason = safe_line(reason)[:_MAX_REASON_CHARS]
         if "too large" in reason:
             raise _too_complex("compiled program", None) from exc
         raise _invalid(reason) from exc

@@ -85,17 +85,30 @@ def revoke_credential(core: Core, credential_id: str) -> Credential:
     return next(c for c in core.store.credentials(None) if c.id == credential_id)
 
 
-def authenticate(core: Core, secret: str) -> Caller:
-    """The caller a bearer secret stands for (constant-time hash comparison)."""
-    refuse = Forbidden("the credential is not valid", code=INVALID_CREDENTIAL,
-                       hint="send Authorization: Bearer <credential from pal admin>")
+def credential_id(secret: str) -> str | None:
+    """The credential id a well-formed bearer secret names (``None``: malformed); says
+    nothing about whether the secret is valid."""
     if not isinstance(secret, str) or len(secret) > 200:
-        raise refuse
+        return None
     parts = secret.split("_")
     # pal _ hcred _ <id> _ <secret>: the secret itself may contain "_" (urlsafe base64).
     if len(parts) < 4 or parts[0] != SECRET_PREFIX or parts[1] != "hcred":
+        return None
+    return f"{parts[1]}_{parts[2]}"
+
+
+def authenticate(core: Core, secret: str) -> Caller:
+    """The caller a bearer secret stands for (constant-time hash comparison)."""
+    return authenticate_credential(core, secret)[0]
+
+
+def authenticate_credential(core: Core, secret: str) -> tuple[Caller, str]:
+    """:func:`authenticate`, also naming the credential the secret belongs to."""
+    refuse = Forbidden("the credential is not valid", code=INVALID_CREDENTIAL,
+                       hint="send Authorization: Bearer <credential from pal admin>")
+    cred_id = credential_id(secret)
+    if cred_id is None:
         raise refuse
-    cred_id = f"{parts[1]}_{parts[2]}"
     with core.store.read():
         generation = core.store.principals_generation()
         found = core.store.credential_hash(cred_id)
@@ -110,7 +123,7 @@ def authenticate(core: Core, secret: str) -> Caller:
     if len(_cache(core)) >= AUTH_CACHE_SIZE:
         _cache(core).clear()
     _cache(core)[digest] = (generation, caller)
-    return caller
+    return caller, cred_id
 
 
 def cached_caller(core: Core, secret: str) -> Caller | None:
@@ -148,5 +161,6 @@ def bootstrap_owner(core: Core, name: str) -> tuple[Member, str] | None:
     return m, secret
 
 
-__all__ = ["authenticate", "bootstrap_owner", "cached_caller", "create_group", "create_member",
-           "get_member", "issue_credential", "revoke_credential", "set_membership"]
+__all__ = ["authenticate", "authenticate_credential", "bootstrap_owner", "cached_caller",
+           "create_group", "create_member", "credential_id", "get_member", "issue_credential",
+           "revoke_credential", "set_membership"]

@@ -298,6 +298,11 @@ class Core:
                 self.apply(cs, op)
         return cs
 
+    def state(self, memory_id: str) -> projection.State:
+        """The entries of ``memory_id``'s record projection as the one projection reads them
+        (for a view that overlays changes on the store's, such as the prime preview)."""
+        return _Stored(self, memory_id, mine=True)
+
     def apply(self, cs: Changeset, op: Op) -> None:
         """Project one op of an accepted changeset (records, versions, edges, index) through
         the one projection (:func:`palimpsest.service.projection.apply`)."""

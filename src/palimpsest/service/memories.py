@@ -33,10 +33,12 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, history, providers
+from palimpsest.service import grouped, history, projection, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
+from palimpsest.service.memorygit import dossier
 from palimpsest.service.memorygit import log as gitlog
+from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
@@ -46,6 +48,7 @@ from palimpsest.service.model import (
     FileBytes,
     Group,
     Member,
+    Session,
     Wire,
     unsupported,
 )
@@ -165,6 +168,24 @@ class MemoryService:
         :meth:`authenticate`". Never waits on the store lock: an event loop may call it."""
         return admin_mod.cached_caller(self._core, secret)
 
+    # --- review-desk sessions (service/sessions.py: in the store, shared by every process) -----
+    def open_session(self, secret: str, *, idle_seconds: float,
+                     max_seconds: float) -> tuple[str, Session, Caller]:
+        """Sign a person in with a credential → ``(session id for the cookie, session,
+        caller)``; only the id's hash is stored. Raises Forbidden(invalid_credential)."""
+        return sessions.open_session(self._core, secret, idle_ms=int(idle_seconds * 1000),
+                                     max_ms=int(max_seconds * 1000))
+
+    def resume_session(self, session_id: str | None, *,
+                       idle_seconds: float) -> tuple[Session, Caller] | None:
+        """The live session of a cookie value and its caller (its idle deadline moved on), or
+        ``None``: unknown, ended, or its credential revoked (then it is forgotten)."""
+        return sessions.resume(self._core, session_id, idle_ms=int(idle_seconds * 1000))
+
+    def close_session(self, session_id: str | None) -> None:
+        """Sign out: forget the session in every process."""
+        sessions.close(self._core, session_id)
+
     def caller(self, member_id: str) -> Caller:
         """The caller for a member id (used by in-process integrations and tests)."""
         return self._core.caller_for(member_id)
@@ -277,6 +298,12 @@ class MemoryService:
         """``GET /v1/memories/{id}/grants`` → grants on the node and inherited ones (each naming
         its node, ``inherited``), as far up as the cutoff. Needs read."""
         return tree.list_grants(self._core, caller, memory_id)
+
+    def grant_holders(self, caller: Caller, memory_id: str) -> Wire:
+        """:meth:`list_grants` for a holder of ``delete`` here, each grant with ``holder:
+        {name, type?}`` (member or group, ``null`` if gone). Raises memory_forbidden
+        without delete, memory_not_found."""
+        return tree.grant_holders(self._core, caller, memory_id)
 
     def put_grant(self, caller: Caller, memory_id: str, body: Wire, *,
                   idempotency_key: str | None = None) -> Wire:
@@ -419,6 +446,64 @@ class MemoryService:
         (active, ``attributes.standing`` true) within ``budget`` tokens."""
         return prime.prime(self._core, caller, memory_id, budget)
 
+    def prime_preview(self, caller: Caller, memory_id: str, budget: int,
+                      proposal_id: str) -> Wire:
+        """The prime now and as it would be if an open proposal of this memory were merged
+        into ``refs/shared/main`` (computed, nothing written) → ``{object:
+        "memory.prime_preview", memory_id, budget, now, after}``. Raises memory_not_found,
+        proposal-not-found (unknown, unseen or another memory's), proposal-closed."""
+        self.get_memory(caller, memory_id)  # an unseen memory answers as for every route
+        _, pending = dossier.pending(self._flow(), _principal(caller), proposal_id, memory_id)
+        return prime.preview(self._core, caller, memory_id, budget, pending)
+
+    # --- review (what a reviewer reads; the flow itself is Memory Git's) ----------------------
+    def review_queue(self, caller: Caller) -> list[tuple[Wire, list[Wire]]]:
+        """Open proposals in every memory the caller may read, by memory (newest first, each
+        with its ``summary``); memories without an open proposal are left out."""
+        return [(self.get_memory(caller, project), items)
+                for project, items in dossier.queue(self._flow(), _principal(caller))]
+
+    def list_proposals(self, caller: Caller, memory_id: str, *,
+                       open_only: bool = False) -> list[Wire]:
+        """Proposals of one memory, newest first, each with its ``summary``. Raises
+        memory_not_found."""
+        self.get_memory(caller, memory_id)
+        return dossier.proposals(self._flow(), _principal(caller), memory_id,
+                                 open_only=open_only)
+
+    def open_proposal_counts(self, caller: Caller, memory_ids: Sequence[str]) -> dict[str, int]:
+        """Open proposals per memory, for the memories of ``memory_ids`` the caller may read
+        (the others are left out)."""
+        return dossier.open_counts(self._flow(), _principal(caller), memory_ids)
+
+    def review_dossier(self, caller: Caller, proposal_id: str) -> dossier.Dossier:
+        """Everything a review of a proposal reads (:class:`dossier.Dossier`): staleness,
+        conflicts recorded and detected now, near-duplicates in shared memory, every op's
+        fields before and after, the member types of everyone named. Raises
+        proposal-not-found for an unknown proposal and one of an unseen memory alike."""
+        def similar(project: str, text: str) -> list[Wire]:
+            answer = self.recall(caller, project, {"text": text,
+                                                   "limit": dossier.DUPLICATE_HITS})
+            return list(answer["results"])
+
+        def member_type(principal: str) -> str | None:
+            kind, _, ident = principal.partition(":")
+            found = self._store.member(ident) if kind == "member" else None
+            return found.type if found is not None else None
+
+        return dossier.build(self._flow(), _principal(caller), proposal_id, similar=similar,
+                             recorded=self._recorded, member_type=member_type)
+
+    def _recorded(self, memory_id: str, record_id: str) -> Wire | None:
+        with self._store.read():
+            head = self._store.record_head(record_id)
+            body = (self._core.body(head.body_digest)
+                    if head is not None and head.memory_id == memory_id else None)
+        return projection.before_values(body) if body is not None else None
+
+    def _flow(self) -> ReviewFlow:
+        return self._review_gate().flow
+
     # --- named queries, free queries, type operations -----------------------------------------
     def list_queries(self, caller: Caller, memory_id: str) -> Wire:
         """``GET /v1/memories/{id}/queries`` (read)."""
@@ -514,3 +599,8 @@ class MemoryService:
     def get_changeset(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
         """One changeset of the memory (read), integrity verified on read."""
         return gitlog.get_changeset(self._core, caller, memory_id, changeset_id)
+
+
+def _principal(caller: Caller) -> str:
+    """The Memory Git principal of a caller."""
+    return f"member:{caller.member.id}"

@@ -171,6 +171,22 @@ class Credential:
 
 
 @dataclass(frozen=True, slots=True)
+class Session:
+    """A person signed in to the review desk from a browser, as the store keeps it: the
+    SHA-256 of its id (the id itself lives only in the browser's cookie), the credential it was
+    opened with by id (never its secret), its CSRF token, and when it ends, in epoch
+    milliseconds: ``idle_until`` moves on with use, ``expires_at`` never does."""
+
+    key: str
+    member_id: str
+    credential_id: str
+    csrf: str
+    created_at: int
+    idle_until: int
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
 class Caller:
     """An authenticated member and the groups it belongs to (resolved by the server)."""
 

@@ -47,7 +47,7 @@ from typing import Any, Final, Protocol
 
 from palimpsest.errors import InvalidInput
 from palimpsest.service import history
-from palimpsest.service.memorygit.ops import KINDS, LOW_TRUST, VISIBILITIES
+from palimpsest.service.memorygit.ops import KINDS, LOW_TRUST, STANDING_TAG, VISIBILITIES
 from palimpsest.service.model import (
     Changeset,
     ContentPart,
@@ -202,6 +202,8 @@ def record_body(fields: Mapping[str, Any], payload: Mapping[str, Any],
     attributes: dict[str, Any] = {k: fields[k] for k in _ATTRIBUTES if k in fields}
     attributes.update({k: payload[k] for k in _ATTRIBUTES if k in payload and k not in fields})
     attributes["memory_git_id"] = record_id
+    if STANDING_TAG in (attributes.get("tags") or ()):
+        attributes["standing"] = True  # a reviewed standing write stands in the prime
     summary = payload.get("summary")
     return RecordBody(
         type="fact" if fields.get("kind") == "fact" else "note",
@@ -216,6 +218,20 @@ def fields_of(body: RecordBody) -> dict[str, Any]:
     :func:`record_body` for what a record view keeps)."""
     out: dict[str, Any] = {"content": body.content[0].text if body.content else ""}
     out.update({k: body.attributes[k] for k in MEMORY_FIELDS[1:] if k in body.attributes})
+    return out
+
+
+def before_values(body: RecordBody) -> dict[str, Any]:
+    """A record's values under the Memory Git field names its ops set (``content``,
+    ``summary``, validity and the attributes :func:`record_body` keeps): what a reviewer reads
+    beside a correction of it, whoever wrote the record."""
+    out: dict[str, Any] = {"content": "\n".join(p.words for p in body.content if p.words)}
+    if body.title:
+        out["summary"] = body.title
+    for name in (*_ATTRIBUTES, "valid_from", "valid_to"):
+        value = body.attributes.get(name) if name in _ATTRIBUTES else getattr(body, name)
+        if value is not None:
+            out[name] = value
     return out
 
 
@@ -522,4 +538,5 @@ def erasure(changesets: Iterable[Changeset], record_ids: Iterable[str],
 
 
 __all__ = ["EXTERNAL", "MAKES", "MEMORY_FIELDS", "UHP_OPS", "Change", "Entry", "State",
-           "Version", "apply", "carriers", "erasure", "fields_of", "record_body"]
+           "Version", "apply", "before_values", "carriers", "erasure", "fields_of",
+           "record_body"]

@@ -52,6 +52,9 @@ ALLOWED_KEYS: dict[str, frozenset[str]] = {
     "attach_verification": _BASE | {"kind", "source", "note", "status"},
 }
 KINDS = ("observation", "fact", "decision", "task", "flag", "record")
+# The tag that makes an accepted memory a standing record of the service (uhp-memories.md §6.3:
+# ``attributes.standing``); a reviewed write tags a standing write with it.
+STANDING_TAG = "standing=true"
 VISIBILITIES = ("private", "internal", "shared", "public")
 LOW_TRUST = ("inference", "model_inference")
 
@@ -354,6 +357,6 @@ def derived_id(project: str, author: str, key: str, ordinal: int) -> str:
 
 __all__ = [
     "ALLOWED_KEYS", "KINDS", "LOW_TRUST", "MAX_BODY", "OP_TYPES", "SCHEMA_VERSION",
-    "VISIBILITIES", "ChangesetRequest", "assign_ids", "check_stored_op", "derived_id",
-    "parse_ops", "parse_request",
+    "STANDING_TAG", "VISIBILITIES", "ChangesetRequest", "assign_ids", "check_stored_op",
+    "derived_id", "parse_ops", "parse_request",
 ]

@@ -180,8 +180,10 @@ def _payload(body: dict[str, Any]) -> dict[str, Any]:
     attributes = body.get("attributes") or {}
     if not isinstance(attributes, dict):
         raise InvalidInput("attributes must be an object", code="invalid-content")
-    tags = [f"{k}={v}" for k, v in sorted(attributes.items())
-            if isinstance(v, str | int | bool) and not isinstance(v, float)]
+    # Scalar attributes travel as ``name=value`` tags (booleans as JSON spells them), so
+    # ``standing: true`` becomes ops.STANDING_TAG and the merged record stands in the prime.
+    tags = [f"{k}={str(v).lower() if isinstance(v, bool) else v}"
+            for k, v in sorted(attributes.items()) if isinstance(v, str | int | bool)]
     if tags:
         payload["tags"] = [t[:128] for t in tags[:64]]
     return payload

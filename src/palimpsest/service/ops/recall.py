@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from palimpsest.search import rank
-from palimpsest.search.analyzer import analyze, query_terms
+from palimpsest.search import rank, spelling
+from palimpsest.search.analyzer import analyze, query_words
 from palimpsest.service import providers, wire
 from palimpsest.service.core import Core
 from palimpsest.service.model import Caller, RecordVersion, Wire
@@ -58,10 +58,16 @@ def bounded_terms(terms: Sequence[str], dfs: Mapping[str, int]) -> tuple[list[st
     return kept, total > POSTINGS_BOUND
 
 
-def search_terms(req: RecallRequest) -> list[str]:
-    """Analysed words of the lexical search: ``text``, and ``query`` words as a fallback."""
+def search_words(req: RecallRequest) -> list[tuple[str, str]]:
+    """``(word, analysed term)`` pairs of the lexical search: ``text``, and ``query`` words as
+    a fallback."""
     raw = " ".join(x for x in (req.text, req.query) if x)
-    return query_terms(raw, limit=64)
+    return query_words(raw, limit=64)
+
+
+def search_terms(req: RecallRequest) -> list[str]:
+    """Analysed terms of the lexical search (those of :func:`search_words`)."""
+    return [term for _, term in search_words(req)]
 
 
 def instant(epoch_ms: int) -> datetime:
@@ -228,8 +234,9 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
              statuses: tuple[str, ...]
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
-    dfs = core.term_docs(terms)
-    kept, bounded = bounded_terms(terms, dfs)
+    # A word no record holds is also looked for as its nearest vocabulary terms (weighted less).
+    expansion = spelling.expand(search_words(req), lambda ts: core.term_docs(list(ts)))
+    kept, bounded = bounded_terms(expansion.names(), expansion.df)
     if not kept:
         return [], False
     want = rank.candidate_limit(req.limit)
@@ -255,12 +262,13 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                     continue
                 loaded[key] = rec
             cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
-                                        analyzed=hit.text, thread=hit.thread)
+                                        analyzed=hit.text, thread=hit.thread,
+                                        follows=None if hit.follows is None else str(hit.follows))
         if len(hits) < want or bounded:
             exhausted = True
             break
     ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=instant(core.now_ms()))
+                         now=instant(core.now_ms()), weights=expansion.weights())
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
         loaded[str(row.n)] = core.version(row)

@@ -189,6 +189,24 @@ def list_grants(core: Core, caller: Caller, memory_id: str) -> Wire:
     return {"object": "list", "data": data}
 
 
+def grant_holders(core: Core, caller: Caller, memory_id: str) -> Wire:
+    """:func:`list_grants` for a holder of ``delete`` here (who manages these grants), each
+    grant's holder named: ``holder: {name, type?}`` for a member (``type`` human | agent) or a
+    group, ``null`` for one that no longer exists."""
+    with core.store.read():
+        core.resolve(caller, memory_id, "delete")
+        listed = list_grants(core, caller, memory_id)
+        for grant in listed["data"]:
+            kind, _, ident = str(grant["principal"]).partition(":")
+            holder: Wire | None = None
+            if kind == "member" and (member := core.store.member(ident)) is not None:
+                holder = {"name": member.name, "type": member.type}
+            elif kind == "group" and (group := core.store.group(ident)) is not None:
+                holder = {"name": group.name}
+            grant["holder"] = holder
+    return listed
+
+
 def put_grant(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | None) -> Wire:
     """``POST /v1/memories/{id}/grants``: one grant per principal per node."""
     b = wire.obj(body, "body", ("principal", "privileges"))
@@ -249,6 +267,7 @@ __all__ = [
     "delete_grant",
     "delete_memory",
     "get_memory",
+    "grant_holders",
     "list_grants",
     "list_memories",
     "nav_entry",

@@ -9,6 +9,7 @@ can leave unnamed bytes behind but never a row without its bytes.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -17,6 +18,26 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.service.storage.rows import StoredFile
 from palimpsest.service.storage.schema import Statements, load
+
+
+def private_dir(path: Path) -> None:
+    """Create ``path`` if needed and make it 0700 whatever the umask (also one made loose by
+    an older build): the store's directories are readable by their owner only."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with contextlib.suppress(PermissionError):  # not ours to change: leave it as it is
+        if path.stat().st_mode & 0o777 != 0o700:
+            path.chmod(0o700)
+
+
+def private_file(path: Path) -> None:
+    """Create ``path`` if needed and make it 0600 whatever the umask (SQLite gives its -wal
+    and -shm files the mode of the database file)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        with contextlib.suppress(PermissionError):
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 
 class FileRows(Statements):
@@ -35,9 +56,11 @@ class FileRows(Statements):
         path = self.file_path(sha)
         if path.exists():
             return sha
-        path.parent.mkdir(exist_ok=True)
+        private_dir(path.parent)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -94,4 +117,4 @@ class FileRows(Statements):
             "rowid DESC", (kind, memory_id))]
 
 
-__all__ = ["FileRows"]
+__all__ = ["FileRows", "private_dir", "private_file"]

@@ -1,4 +1,5 @@
-"""Rows of the server-owned principals: members, groups, memberships, hashed credentials.
+"""Rows of the server-owned principals: members, groups, memberships, hashed credentials, and
+the review desk's sessions (each opened with a credential; kept by the hash of its id).
 
 A base of :class:`~palimpsest.service.storage.sqlite.SqliteStore`, split out so that module
 keeps to the tree, history and projections. It runs statements on the store's connection and
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from palimpsest.errors import Conflict
 from palimpsest.identity import b64_nopad, b64_nopad_decode
-from palimpsest.service.model import Credential, Group, Member, MemberKey
+from palimpsest.service.model import Credential, Group, Member, MemberKey, Session
 from palimpsest.service.storage.schema import Statements, member_of
 
 
@@ -146,3 +147,31 @@ class PrincipalRows(Statements):
         raw = b64_nopad_decode(public_key, 32, "public key")
         return self._x("UPDATE member_keys SET revoked=1 WHERE key=? AND member_id=?",
                        (raw, member_id)) > 0
+
+    # --- review-desk sessions (not principals: no principals generation bump) --------------
+    def insert_session(self, s: Session) -> None:
+        """Store a new session."""
+        self._x("INSERT INTO sessions VALUES (?,?,?,?,?,?,?)",
+                (s.key, s.member_id, s.credential_id, s.csrf, s.created_at, s.idle_until,
+                 s.expires_at))
+
+    def session(self, key: str) -> Session | None:
+        """The session stored under ``key`` (the SHA-256 of its id), ended or not."""
+        r = self._one("SELECT * FROM sessions WHERE key=?", (key,))
+        return Session(r["key"], r["member_id"], r["credential_id"], r["csrf"],
+                       r["created_at"], r["idle_until"], r["expires_at"]) if r else None
+
+    def touch_session(self, key: str, idle_until: int) -> bool:
+        """Move a stored session's idle deadline; False when it is gone (never recreates it)."""
+        return self._x("UPDATE sessions SET idle_until=? WHERE key=?", (idle_until, key)) > 0
+
+    def delete_session(self, key: str) -> None:
+        """Forget one session; an unknown key is ignored."""
+        self._x("DELETE FROM sessions WHERE key=?", (key,))
+
+    def purge_sessions(self, now: int, member_id: str, keep: int) -> None:
+        """Forget every session that ended by ``now`` and all but the newest ``keep`` live
+        sessions of ``member_id``."""
+        self._x("DELETE FROM sessions WHERE idle_until<=? OR expires_at<=?", (now, now))
+        self._x("DELETE FROM sessions WHERE key IN (SELECT key FROM sessions WHERE member_id=? "
+                "ORDER BY created_at DESC, key LIMIT -1 OFFSET ?)", (member_id, keep))

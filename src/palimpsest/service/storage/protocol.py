@@ -42,6 +42,7 @@ from palimpsest.service.model import (
     MemberKey,
     Memory,
     Ref,
+    Session,
     Signature,
 )
 from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredFile, StoredVersion
@@ -150,6 +151,27 @@ class Store(Protocol):
         connection that never waits (WAL readers do not wait for the writer): safe to call
         from an event loop while the service thread writes. ``None`` when the read did not
         succeed at once; the caller then takes the ordinary path."""
+
+    # --- review-desk sessions -----------------------------------------------------------------
+    # Shared by every process over the store and kept across restarts. A session is stored by
+    # the SHA-256 of its id and names its credential by id: nothing in the table signs anyone
+    # in. Session writes do not bump the principals generation.
+    def insert_session(self, s: Session) -> None:
+        """Store a new session (its key is unique)."""
+
+    def session(self, key: str) -> Session | None:
+        """The session stored under ``key`` (the SHA-256 of its id), ended or not."""
+
+    def touch_session(self, key: str, idle_until: int) -> bool:
+        """Move a stored session's idle deadline; False when it is gone (a sign-out in another
+        process wins: a touch never recreates a session)."""
+
+    def delete_session(self, key: str) -> None:
+        """Forget one session; an unknown key is ignored."""
+
+    def purge_sessions(self, now: int, member_id: str, keep: int) -> None:
+        """Forget every session that ended by ``now`` (``idle_until`` or ``expires_at``, epoch
+        ms) and all but the newest ``keep`` live sessions of ``member_id``."""
 
     # --- history -------------------------------------------------------------------------------
     def ref(self, memory_id: str, name: str) -> Ref | None:

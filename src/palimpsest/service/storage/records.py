@@ -62,7 +62,7 @@ class RecordRows(ChangesetRows):
                 "writer, cs, extra, standing, context_src, thread, when_at) "
                 "VALUES (?,?,?,?,'active',?,?,?,?,?,?,?,?,?)",
                 (record_key(record_id), mem, type, version, written_at, body, writer, cs,
-                 kept_extra, int(standing), _rid(prev["id"]) if prev is not None else None,
+                 kept_extra, int(standing), prev["id"] if prev is not None else None,
                  thread, kept_when))
             n = cur.lastrowid
             self._count(memory_id, 1)
@@ -136,10 +136,10 @@ class RecordRows(ChangesetRows):
         # Episodes indexed with this record's words as context take the episode before it
         # instead, exactly as a rebuild (where this record is never an episode) does.
         for dep in self._q("SELECT n, mem, thread FROM records WHERE context_src=?",
-                           (record_id,)):
+                           (record_key(record_id),)):
             prev = self._previous_episode(dep["mem"], dep["n"], record_id, dep["thread"])
             self._x("UPDATE records SET context_src=? WHERE n=?",
-                    (_rid(prev["id"]) if prev is not None else None, dep["n"]))
+                    (prev["id"] if prev is not None else None, dep["n"]))
             self._x("UPDATE record_fts SET context=? WHERE rowid=?",
                     (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
         return list(dict.fromkeys(keys))
@@ -293,14 +293,16 @@ class RecordRows(ChangesetRows):
         marks = ",".join("?" * len(rows))
         more = {r["n"]: r for r in self._q(
             f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, "  # noqa: S608
-            f"COALESCE(r.when_at, r.written_at) AS when_at "
-            f"FROM record_fts f JOIN records r ON r.n = f.rowid WHERE f.rowid IN ({marks})",
+            f"COALESCE(r.when_at, r.written_at) AS when_at, p.n AS follows "
+            f"FROM record_fts f JOIN records r ON r.n = f.rowid "
+            f"LEFT JOIN records p ON p.id = r.context_src WHERE f.rowid IN ({marks})",
             [r["n"] for r in rows])}
         out = []
         for r in rows:
             m = more.get(r["n"])
             out.append(Hit(int(r["n"]), -float(r["s"]), m["text"] if m else "",
-                           m["thread"] if m else None, m["when_at"] if m else None))
+                           m["thread"] if m else None, m["when_at"] if m else None,
+                           m["follows"] if m else None))
         return out
 
     def term_docs(self, terms: Sequence[str],

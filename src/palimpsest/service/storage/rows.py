@@ -71,13 +71,15 @@ class Edge:
 
 class Hit(NamedTuple):
     """One search candidate: row number, BM25 score (higher is better), the analysed text,
-    the conversation thread and the instant the record is about (for the re-ranker)."""
+    the conversation thread, the instant the record is about, and the row of the episode
+    written just before it in its conversation (for the re-ranker)."""
 
     n: int
     score: float
     text: str
     thread: str | None
     when: str | None
+    follows: int | None = None
 
 
 __all__ = ["Edge", "Hit", "RecordHead", "StoredFile", "StoredVersion"]

@@ -104,6 +104,10 @@ CREATE TABLE IF NOT EXISTS idempotency (scope INTEGER NOT NULL, principal INTEGE
 CREATE TABLE IF NOT EXISTS docs (kind TEXT NOT NULL, id TEXT NOT NULL, memory_id TEXT,
   created_at INTEGER NOT NULL, doc BLOB NOT NULL, PRIMARY KEY (kind, id));
 CREATE INDEX IF NOT EXISTS docs_memory ON docs(kind, memory_id, created_at);
+CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY, member_id TEXT NOT NULL,
+  credential_id TEXT NOT NULL, csrf TEXT NOT NULL, created_at INTEGER NOT NULL,
+  idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sessions_member ON sessions(member_id, created_at);
 {PRINCIPAL_TRIGGERS}"""
 
 

@@ -13,10 +13,11 @@ from palimpsest.service.model import Changeset
 from palimpsest.service.storage.schema import load
 from palimpsest.service.storage.schema1 import Schema1
 
-# Tables carried over row for row (same columns in schema 3).
+# Tables carried over row for row (same columns in schema 3); ``sessions`` (the review desk's
+# sign-ins) exists in schema-2 stores written since the desk kept them in the store.
 PLAIN = ("members", "groups", "memberships", "credentials", "memories", "grants", "files",
          "docs", "mg_nonces", "mg_settings", "mg_reviews", "mg_advances", "mg_manifests",
-         "mg_conflicts")
+         "mg_conflicts", "sessions")
 
 
 class Schema2(Schema1):

@@ -42,7 +42,7 @@ from palimpsest.service.model import (
     unavailable,
 )
 from palimpsest.service.storage.changesets import digest_key
-from palimpsest.service.storage.files import FileRows
+from palimpsest.service.storage.files import FileRows, private_dir, private_file
 from palimpsest.service.storage.memorygit import GitStore
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.records import RecordRows
@@ -73,8 +73,11 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
 
     def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
         try:
-            data_dir.mkdir(parents=True, exist_ok=True)
-            (data_dir / "files").mkdir(exist_ok=True)
+            private_dir(data_dir)  # 0700 / 0600 whatever the umask: no other user reads memory
+            private_dir(data_dir / "files")
+            for name in ("palimpsest.db", "palimpsest.db-wal", "palimpsest.db-shm"):
+                if name == "palimpsest.db" or (data_dir / name).exists():
+                    private_file(data_dir / name)
             self.data_dir = data_dir
             self._db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None,
                                        check_same_thread=False, timeout=30)
@@ -399,7 +402,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
     _IMPORTABLE: Final = frozenset({"members", "groups", "memberships", "credentials",
                                     "memories", "grants", "files", "mg_nonces", "mg_settings",
                                     "docs", "mg_reviews", "mg_advances", "mg_manifests",
-                                    "mg_conflicts"})
+                                    "mg_conflicts", "sessions"})
 
     def import_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
                     ) -> None:
