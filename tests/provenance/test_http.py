@@ -10,11 +10,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
+import httpx2
+import mcp_types as types
 import pytest
+from mcp.client.streamable_http import streamable_http_client
 
+from mcp import Client
 from palimpsest.identity import b64_nopad, new_identity
-from palimpsest.service.provenance import signing
+from palimpsest.service.provenance import receipt, signing
 from tests.api.server import Server, err, ok, pal_command, provision, start
 
 
@@ -98,3 +103,61 @@ def test_admin_key_show_and_rotate(tmp_path: Path) -> None:
     assert [k["status"] for k in rotated["keys"]] == ["retired", "active"]
     assert rotated["keys"][0]["key_id"] == first["keys"][0]["key_id"]
     assert pal("show") == rotated
+
+
+def test_receipts_over_http_verify_offline(world: tuple[Server, dict[str, Any]]) -> None:
+    server, members = world
+    mid = _memory(server, members["alice"].token, members["bot"].id)
+    with server.client(members["alice"].token) as c:
+        keys = signing.trusted_keys(ok(c.get("/v1/provenance/keys")))
+        made = ok(c.post(f"/v1/memories/{mid}/records",
+                         json={"type": "fact", "content": "the deploy window is Friday",
+                               "attributes": {"standing": True}}))
+        got = ok(c.get(f"/v1/memories/{mid}/records/{made['id']}",
+                       params={"include": "provenance"}))
+        listed = ok(c.get(f"/v1/memories/{mid}/records", params={"include": "all,provenance"}))
+        recalled = ok(c.post(f"/v1/memories/{mid}/recall",
+                             json={"query": "deploy window", "include": ["provenance"]}))
+        graphed = ok(c.post(f"/v1/memories/{mid}/graph", json={"include": ["provenance"]}))
+        primed = ok(c.get(f"/v1/memories/{mid}/prime", params={"include": "provenance"}))
+        err(c.get(f"/v1/memories/{mid}/records", params={"include": "everything"}),
+            422, "memory_invalid")
+    records = [got, *listed["data"], *(r["record"] for r in recalled["results"]),
+               *(n["record"] for n in graphed["nodes"]), *primed["provenance"]]
+    assert len(records) == 5
+    for rec in records:
+        assert receipt.check(rec, keys)["ok"]
+
+
+def test_mcp_tools_return_receipts(world: tuple[Server, dict[str, Any]]) -> None:
+    server, members = world
+    mid = _memory(server, members["alice"].token, members["bot"].id)
+    with server.client(members["bot"].token) as c:
+        keys = signing.trusted_keys(ok(c.get("/v1/provenance/keys")))
+        made = ok(c.post(f"/v1/memories/{mid}/records", json={"content": "tea is at four"}))
+
+    async def run() -> list[dict[str, Any]]:
+        out = []
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {members['bot'].token}"},
+                                  timeout=60)
+        async with Client(streamable_http_client(f"{server.url}/mcp",
+                                                 http_client=http)) as client:
+            for name, args in (
+                    ("memory_get", {"memory": mid, "record": made["id"],
+                                    "include": ["provenance"]}),
+                    ("memory_recall", {"memory": mid, "query": "tea", "include": ["provenance"]}),
+                    ("memory_graph", {"memory": mid, "include": ["provenance"]})):
+                result = await client.call_tool(name, args)
+                block = result.content[0]
+                assert isinstance(block, types.TextContent) and not result.is_error, block
+                out.append(_fenced(block.text))
+        return out
+
+    got, recalled, graphed = anyio.run(run)
+    for rec in (got, recalled["results"][0]["record"], graphed["nodes"][0]["record"]):
+        assert receipt.check(rec, keys)["ok"]
+
+
+def _fenced(text: str) -> Any:
+    inner = text.split("<untrusted-data>\n", 1)[1].rsplit("\n</untrusted-data>", 1)[0]
+    return json.loads(inner)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import Response
 
 from palimpsest.api import wire
-from palimpsest.api.params import Context, MemoryId
+from palimpsest.api.params import Context, IdempotencyKey, MemoryId
 from palimpsest.api.routes_memories import ok
 from palimpsest.api.runtime import json_response
 
@@ -37,16 +37,20 @@ async def list_keys(ctx: Context) -> Response:
 
 @router.post("/v1/members/me/keys", tags=["provenance"], responses=ok("MemberKey"),
              response_class=Response)
-async def register_key(body: wire.KeyIn, ctx: Context) -> Response:
+async def register_key(body: wire.KeyIn, ctx: Context,
+                       idempotency_key: IdempotencyKey = None) -> Response:
     """Register a public key to sign your own changesets with (no weak key is accepted)."""
-    return json_response(await ctx.run.run(ctx.svc.register_key, ctx.caller, wire.dump(body)))
+    return json_response(await ctx.run.run(ctx.svc.register_key, ctx.caller, wire.dump(body),
+                                           idempotency_key=idempotency_key))
 
 
 @router.delete("/v1/members/me/keys/{key_id}", tags=["provenance"], responses=ok("MemberKey"),
                response_class=Response)
-async def revoke_key(key_id: KeyId, ctx: Context) -> Response:
+async def revoke_key(key_id: KeyId, ctx: Context,
+                     idempotency_key: IdempotencyKey = None) -> Response:
     """Stop one of your keys signing anything new (what it signed stays verifiable)."""
-    return json_response(await ctx.run.run(ctx.svc.revoke_key, ctx.caller, key_id))
+    return json_response(await ctx.run.run(ctx.svc.revoke_key, ctx.caller, key_id,
+                                           idempotency_key=idempotency_key))
 
 
 @router.get("/v1/memories/{memory_id}/changesets/{changeset_id}/signatures",
@@ -62,8 +66,9 @@ async def changeset_signatures(memory_id: MemoryId, changeset_id: ChangesetId,
 @router.post("/v1/memories/{memory_id}/changesets/{changeset_id}/signatures",
              tags=["provenance"], responses=ok("ChangesetSignatures"), response_class=Response)
 async def sign_changeset(memory_id: MemoryId, changeset_id: ChangesetId, body: wire.SignIn,
-                         ctx: Context) -> Response:
+                         ctx: Context, idempotency_key: IdempotencyKey = None) -> Response:
     """Add the author's own signature (checked against its registered key, kept beside the
     server's)."""
     return json_response(await ctx.run.run(
-        ctx.svc.sign_changeset, ctx.caller, memory_id, changeset_id, wire.dump(body)))
+        ctx.svc.sign_changeset, ctx.caller, memory_id, changeset_id, wire.dump(body),
+        idempotency_key=idempotency_key))

@@ -170,6 +170,10 @@ class Erase(Strict):
 FilterOp = Annotated[str, StringConstraints(pattern=f"^(?:{'|'.join(bounds.FILTER_OPS)})$")]
 
 
+# ``include`` as a list: the status (active | all) and provenance (a receipt on every record).
+IncludeList = Annotated[list[Literal["active", "all", "provenance"]], Field(max_length=3)]
+
+
 class Condition(Strict):
     """``{field, op, value}`` over ``type``, ``attributes.*`` or ``time.*`` (``value`` may be
     left out only for ``exists``)."""
@@ -207,7 +211,7 @@ class Recall(Strict):
     filters: Filter | None = None
     types: Types | None = None
     as_of: Instant | None = None
-    include: Literal["active", "all"] | None = None
+    include: Literal["active", "all"] | IncludeList | None = None
     depth: Annotated[int, Field(ge=0, le=1000)] | None = None
     limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
@@ -219,6 +223,7 @@ class Graph(Strict):
 
     around: Id | None = None
     hops: Annotated[int, Field(ge=0, le=3)] = 1
+    include: Annotated[list[Literal["provenance"]], Field(max_length=1)] | None = None
     types: Types | None = None
     limit: Annotated[int, Field(ge=1, le=1000)] = 200
 

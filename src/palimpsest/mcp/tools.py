@@ -59,6 +59,13 @@ class ToolSpec:
         return {"type": "object", "properties": self.properties, "required": list(self.required)}
 
 
+# ``include: ["provenance"]``: a signed receipt on every record (docs/provenance.md).
+INCLUDE_PROP: dict[str, Any] = {
+    "type": "array", "items": {"type": "string", "enum": ["provenance"]},
+    "description": "[\"provenance\"] adds to every record a signed receipt: the changeset "
+                   "that made it, its signatures, the writer and any review"}
+
+
 def _uhp(name: str, description: str, props: dict[str, Any], required: tuple[str, ...],
          writes: bool = False) -> ToolSpec:
     return ToolSpec(name, description, props, required, writes, "uhp")
@@ -78,13 +85,15 @@ UHP_TOOLS: tuple[ToolSpec, ...] = (
           "filters": {"type": "object", "description":
                       "{field, op, value} with op in eq, in, gte, lte, contains; or {and:[…]}, "
                       "{or:[…]}"},
-          "types": _STRS, "depth": _INT, "limit": _INT},
+          "types": _STRS, "depth": _INT, "limit": _INT, "include": INCLUDE_PROP},
          ("memory",)),
     _uhp("memory_graph",
          "Records and the references between them, around one record or across a memory.",
-         {"memory": MEMORY_PROP, "record": _STR, "hops": _INT, "types": _STRS}, ("memory",)),
+         {"memory": MEMORY_PROP, "record": _STR, "hops": _INT, "types": _STRS,
+          "include": INCLUDE_PROP}, ("memory",)),
     _uhp("memory_get", "One record of a memory, optionally with its version history.",
-         {"memory": MEMORY_PROP, "record": _STR, "history": {"type": "boolean"}},
+         {"memory": MEMORY_PROP, "record": _STR, "history": {"type": "boolean"},
+          "include": INCLUDE_PROP},
          ("memory", "record")),
     _uhp("memory_remember",
          "Write a record. Without `memory` it goes to your default memory.",

@@ -66,6 +66,7 @@ from palimpsest.service.ops import (
 )
 from palimpsest.service.provenance import members as provenance
 from palimpsest.service.provenance.keys import ServerKeys
+from palimpsest.service.provenance.receipts import Receipts, split_include
 from palimpsest.service.storage import open_store
 from palimpsest.service.storage.protocol import ReviewStore
 
@@ -94,6 +95,7 @@ class MemoryService:
             lambda cs: self.server_keys.sign(cs, history.canonical_bytes(cs)))
         self._core = Core(self._store, clock)
         self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
+        self._receipts: Receipts | None = None  # made on the first read that asks for one
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -212,26 +214,29 @@ class MemoryService:
         """Make a new signing key; the old public key stays published (retired)."""
         return self.server_keys.rotate()
 
-    def register_key(self, caller: Caller, body: Wire) -> Wire:
+    def register_key(self, caller: Caller, body: Wire, *,
+                     idempotency_key: str | None = None) -> Wire:
         """Register a public key the caller signs its own changesets with."""
-        return provenance.register_key(self._core, caller, body)
+        return provenance.register_key(self._core, caller, body, idempotency_key)
 
     def list_keys(self, caller: Caller) -> Wire:
         """The caller's registered keys."""
         return provenance.list_keys(self._core, caller)
 
-    def revoke_key(self, caller: Caller, key_id: str) -> Wire:
+    def revoke_key(self, caller: Caller, key_id: str, *,
+                   idempotency_key: str | None = None) -> Wire:
         """Stop one of the caller's keys from signing anything new."""
-        return provenance.revoke_key(self._core, caller, key_id)
+        return provenance.revoke_key(self._core, caller, key_id, idempotency_key)
 
     def changeset_signatures(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
         """A changeset's canonical bytes and its signatures."""
         return provenance.changeset_signatures(self._core, caller, memory_id, changeset_id)
 
     def sign_changeset(self, caller: Caller, memory_id: str, changeset_id: str,
-                       body: Wire) -> Wire:
+                       body: Wire, *, idempotency_key: str | None = None) -> Wire:
         """Keep the author's own signature of its changeset (checked first)."""
-        return provenance.countersign(self._core, caller, memory_id, changeset_id, body)
+        return provenance.countersign(self._core, caller, memory_id, changeset_id, body,
+                                      idempotency_key)
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
@@ -353,18 +358,43 @@ class MemoryService:
         return self._reviewed
 
     def list_records(self, caller: Caller, memory_id: str, *, type: str | None = None,
-                     include: str = "active", as_of: str | None = None, limit: int = 50,
-                     cursor: str | None = None) -> Wire:
+                     include: str | list[str] = "active", as_of: str | None = None,
+                     limit: int = 50, cursor: str | None = None) -> Wire:
         """``GET /v1/memories/{id}/records`` (read) → ``{object:"list", data, next, parent?,
-        children}``; newest first; ``limit`` ≤ 200."""
-        return records.list_records(self._core, caller, memory_id, type=type, include=include,
-                                    as_of=as_of, limit=limit, cursor=cursor)
+        children}``; newest first; ``limit`` ≤ 200. ``include`` may add ``provenance``: a
+        receipt on every record (docs/provenance.md)."""
+        status, receipts = split_include(include)
+        answer = records.list_records(self._core, caller, memory_id, type=type,
+                                      include=status or "active", as_of=as_of, limit=limit,
+                                      cursor=cursor)
+        return self._with_receipts(caller, answer, receipts)
 
     def get_record(self, caller: Caller, memory_id: str, record_id: str, *,
-                   as_of: str | None = None) -> Wire:
+                   as_of: str | None = None, include: str | list[str] | None = None) -> Wire:
         """``GET /v1/memories/{id}/records/{rid}`` (read). A record of another memory asked
-        through this one raises memory_record_not_found."""
-        return records.get_record(self._core, caller, memory_id, record_id, as_of)
+        through this one raises memory_record_not_found. ``include: provenance`` adds the
+        record's receipt."""
+        _, receipts = split_include(include)
+        answer = records.get_record(self._core, caller, memory_id, record_id, as_of)
+        return self._with_receipts(caller, answer, receipts)
+
+    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
+        if not wanted:
+            return answer
+        if self._receipts is None:
+            self._receipts = Receipts(self._core, self.server_keys,
+                                      self._store.review_store)
+        return self._receipts.attach(caller, answer)
+
+    def _body_include(self, body: Wire) -> tuple[Wire, bool]:
+        """A read body's ``include`` less ``provenance`` (what the operation knows)."""
+        if not isinstance(body, dict) or "include" not in body:
+            return body, False
+        status, receipts = split_include(body["include"])
+        rest = {k: v for k, v in body.items() if k != "include"}
+        if status is not None:
+            rest["include"] = status
+        return rest, receipts
 
     def record_history(self, caller: Caller, memory_id: str, record_id: str) -> Wire:
         """``GET …/records/{rid}/history`` (read) → ``{object:"list", data:[versions oldest
@@ -424,6 +454,9 @@ class MemoryService:
         Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
         ``x.pal.pending``: the caller's own memories still waiting for review (its
         ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        body, receipts = self._body_include(body)
+        if receipts:
+            return self._with_receipts(caller, self.recall(caller, memory_id, body), True)
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
@@ -437,14 +470,21 @@ class MemoryService:
         return recall.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
-        """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
-        return graph.graph(self._core, caller, memory_id, body)
+        """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8); ``include:
+        ["provenance"]`` adds a receipt to every record node."""
+        body, receipts = self._body_include(body)
+        return self._with_receipts(caller, graph.graph(self._core, caller, memory_id, body),
+                                   receipts)
 
-    def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
+    def prime(self, caller: Caller, memory_id: str, budget: int, *,
+              include: str | list[str] | None = None) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
-        (active, ``attributes.standing`` true) within ``budget`` tokens."""
-        return prime.prime(self._core, caller, memory_id, budget)
+        (active, ``attributes.standing`` true) within ``budget`` tokens; ``include:
+        provenance`` adds ``provenance``, a receipt per placed record."""
+        _, receipts = split_include(include)
+        return self._with_receipts(caller, prime.prime(self._core, caller, memory_id, budget),
+                                   receipts)
 
     def prime_preview(self, caller: Caller, memory_id: str, budget: int,
                       proposal_id: str) -> Wire:

@@ -442,6 +442,9 @@ class ReviewStore(Protocol):
     def nonce_consumed(self, nonce: str) -> bool:
         """Whether a merge nonce has been used."""
 
+    def advances(self, project: str, ref_name: str) -> list[dict[str, Any]]:
+        """The protected-ref advance ledger of one ref, oldest first."""
+
     # --- conflicts, manifests, settings --------------------------------------------------------
     def conflicts(self, project: str, status: str | None, limit: int) -> list[dict[str, Any]]:
         """Persisted conflicts, newest first."""
