@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-import time
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -147,9 +147,10 @@ def test_the_cli_migrates(old_dir: Path) -> None:
 
 # The sessions table as the store of schema 2 writes it since the review desk kept its sign-ins
 # in the store (commit d7aa733); the fixture above predates it.
-SESSIONS_DDL = """CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY, member_id TEXT NOT NULL,
-  credential_id TEXT NOT NULL, csrf TEXT NOT NULL, created_at INTEGER NOT NULL,
-  idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+SESSIONS_DDL = """CREATE TABLE IF NOT EXISTS sessions (key TEXT PRIMARY KEY,
+  member_id TEXT NOT NULL, credential_id TEXT NOT NULL, csrf TEXT NOT NULL,
+  created_at INTEGER NOT NULL, idle_until INTEGER NOT NULL, expires_at INTEGER NOT NULL)
+  WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_member ON sessions(member_id, created_at);"""
 DAY_MS = 86_400_000
 
