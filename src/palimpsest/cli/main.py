@@ -36,6 +36,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "admin": ("palimpsest.cli.admin_cmd", "Manage members, groups, credentials and grants."),
     "hermes": ("palimpsest.cli.hermes_cmd", "Connect the Hermes agent to Palimpsest memory."),
     "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
+    "export": ("palimpsest.cli.export_cmd",
+               "Write the service's signed history as a Git repository."),
     "verify": ("palimpsest.cli.verify_cmd",
                "Check provenance offline: a receipt, or a history exported to Git."),
     "memory-git": ("palimpsest.cli.memory_git_cmd",

@@ -214,6 +214,15 @@ class MemoryService:
         """Make a new signing key; the old public key stays published (retired)."""
         return self.server_keys.rotate()
 
+    def export_git(self, directory: Path, memory_id: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> Wire:
+        """Operator: write the history of one memory (or all) as a new bare Git repository —
+        one commit per changeset with its canonical bytes and signatures, refs mirroring the
+        memory's, a signed statement of their heads (docs/provenance.md)."""
+        from palimpsest.service.provenance import export  # noqa: PLC0415 — pygit2, rare
+
+        return export.export(self._store, self.server_keys, directory, memory_id, progress)
+
     def register_key(self, caller: Caller, body: Wire, *,
                      idempotency_key: str | None = None) -> Wire:
         """Register a public key the caller signs its own changesets with."""

@@ -82,9 +82,9 @@ def build(record: Mapping[str, Any], made: Made, issued_at: str, key: Identity) 
 class Refused(InvalidInput):
     """A receipt (or an export) that does not verify; ``part`` names what failed."""
 
-    def __init__(self, part: str, reason: str) -> None:
-        super().__init__(f"{part}: {reason}", code="not-verified",
-                         hint="do not trust this record's provenance; ask its server again")
+    def __init__(self, part: str, reason: str,
+                 hint: str = "do not trust what it says; ask its server again") -> None:
+        super().__init__(f"{part}: {reason}", code="not-verified", hint=hint)
         self.part = part
         self.reason = reason
 
