@@ -168,7 +168,7 @@ def _export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def _child(source: Path, store_path: Path, workers: str | None) -> dict[str, Any]:
+def measure_child(source: Path, store_path: Path, workers: str | None) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(source))
     env.pop("PAL_VERIFY_WORKERS", None)
     if workers is not None:
@@ -221,7 +221,7 @@ def main() -> None:
         load = [os.getloadavg()]
         for _ in range(args.rounds):
             for name, source, workers in variants:
-                runs[name].append(_child(source, store_path, workers))
+                runs[name].append(measure_child(source, store_path, workers))
         load.append(os.getloadavg())
         results.append({
             "memories": runs["after"][0]["memories"],

@@ -25,9 +25,10 @@ from palimpsest.errors import InvalidInput
 JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
 
 _MAX_INT_DIGITS = 20  # uint64 has 20 decimal digits; anything longer is refused before int()
-_HTML_SAFE = str.maketrans(
-    {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
-)
+_HTML_ESCAPES = (
+    ("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+    ("\u2029", "\\u2029"),
+)  # fmt: skip
 # Go with SetEscapeHTML(false) (upstream canonical.JSON) still escapes U+2028 and U+2029.
 _LINE_SAFE = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
 _BOM = b"\xef\xbb\xbf"
@@ -111,9 +112,12 @@ def encode_str(value: str) -> bytes:
 
 def _finish(text: str) -> bytes:
     # '<', '>', '&', U+2028 and U+2029 occur only inside string literals, so replacing them after
-    # encoding escapes exactly what Go escapes.  Most texts hold none: test before translating.
-    if "<" in text or ">" in text or "&" in text or "\u2028" in text or "\u2029" in text:
-        text = text.translate(_HTML_SAFE)
+    # encoding escapes exactly what Go escapes.  One ``str.replace`` per character present: a
+    # dict-table ``str.translate`` walks a long non-ASCII text in Python-level steps (about
+    # 30x slower for a few hundred characters).
+    for char, escape in _HTML_ESCAPES:
+        if char in text:
+            text = text.replace(char, escape)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as exc:

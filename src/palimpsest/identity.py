@@ -27,12 +27,17 @@ import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from typing import TYPE_CHECKING
 
 from palimpsest.canonical import decode, encode
 from palimpsest.errors import InvalidInput, NotFound, Unavailable
 from palimpsest.text import has_control, is_blank
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+# cryptography is imported where a key signs or verifies: commands that do neither (a warm
+# recall) start without it.
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -148,6 +153,10 @@ def decode_public_key(text: str) -> bytes:
 @lru_cache(maxsize=4096)
 def verifier(raw: bytes) -> Ed25519PublicKey:
     """A cached verifier object for a checked public key (keys repeat along a stream)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PublicKey,
+    )
+
     check_public_key(raw)
     return Ed25519PublicKey.from_public_bytes(raw)
 
@@ -172,6 +181,10 @@ class Identity:
 
     def sign(self, payload: bytes) -> bytes:
         """Pure Ed25519 signature over the exact payload bytes (deterministic)."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+            Ed25519PrivateKey,
+        )
+
         return Ed25519PrivateKey.from_private_bytes(self.seed).sign(payload)
 
     def __repr__(self) -> str:  # never print the seed
@@ -182,6 +195,10 @@ def identity_from_seed(name: str, seed: bytes) -> Identity:
     """Build an identity from a 32-byte seed, refusing seeds whose public key is weak."""
     if len(seed) != 32:
         raise InvalidInput("private key seed must be 32 bytes", code="invalid-key")
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (  # noqa: PLC0415
+        Ed25519PrivateKey,
+    )
+
     public = Ed25519PrivateKey.from_private_bytes(seed).public_key()
     raw = public.public_bytes_raw()
     check_public_key(raw)

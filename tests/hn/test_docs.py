@@ -35,3 +35,22 @@ def test_quick_start_runs(tmp_path: Path) -> None:
     shown = json.loads((tmp_path / "demo" / "shown.json").read_text())
     assert shown["projection"]["lifecycle"] == "superseded"
     assert result.stdout.count("refs/hn/memory/") == 1
+
+
+def test_readme_repository_memory_example_shows_results(tmp_path: Path) -> None:
+    text = (REPO_ROOT / "README.md").read_text("utf-8")
+    match = re.search(r"## Repository memory \(no server\).*?```sh\n(.*?)```", text, re.S)
+    assert match is not None
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    result = subprocess.run(
+        ["bash", "-c", "set -euo pipefail\n" + match.group(1)],
+        check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Matched: 1; returned: 1; truncated: false" in out  # the human recall
+    assert "Keep stream isolation: memory streams never merge." in out
+    envelope = json.loads(next(line for line in out.splitlines() if line.startswith("{")))
+    assert envelope["matched"] == 1 and envelope["memories"][0]["trust"] == "qualified"
+    assert out.count("  content: Keep stream isolation") == 1  # grep found it

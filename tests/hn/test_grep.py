@@ -13,7 +13,7 @@ from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
 from palimpsest.hn.envelope import Handoff
 from palimpsest.hn.recall import grep, recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
 from palimpsest.identity import Identity
 from palimpsest.search.regex import MAX_INSTRUCTIONS, WORK_LIMIT
 from tests.hn.recall_helpers import head, new_repo, pal, remember

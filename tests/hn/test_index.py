@@ -13,11 +13,13 @@ import pygit2
 import pytest
 
 from palimpsest.errors import Conflict, InvalidInput, NotFound, Unavailable
-from palimpsest.hn import index as index_module
 from palimpsest.hn import store
-from palimpsest.hn.index import INDEX_NAME, KEY_NAME, IndexContext, open_index, verify_index
+from palimpsest.hn.index import FORMAT, INDEX_NAME, KEY_NAME, open_index, verify_index
+from palimpsest.hn.index import core as index_core
+from palimpsest.hn.index import update as index_module
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
+from palimpsest.hn.recall.run import GitJudge
 from palimpsest.identity import Identity
 from tests.conftest import INTEROP
 from tests.hn.recall_helpers import head, lifecycle, new_repo, remember
@@ -35,7 +37,7 @@ def _recall_ids(repo: pygit2.Repository, **flags: Any) -> list[str]:
 
 
 def _open(repo: pygit2.Repository, **kw: Any) -> Any:
-    return open_index(repo, IndexContext(head(repo)), **kw)
+    return open_index(repo, **kw)
 
 
 @pytest.fixture
@@ -49,7 +51,7 @@ def repo(tmp_path: Path, alice: Identity) -> pygit2.Repository:
 def test_fixture_source_fingerprint(fixture_repo: Path) -> None:
     repo = store.open_repository(fixture_repo)
     with _open(repo) as index:
-        assert index.state.source_fingerprint == FIXTURE_SOURCE
+        assert index.state.fingerprint(GitJudge(repo).policy(head(repo)).digest) == FIXTURE_SOURCE
         assert index.state.records == 7
     assert json.loads((INTEROP / "index-v0.json").read_bytes())["sourceFingerprint"] == (
         FIXTURE_SOURCE
@@ -136,19 +138,21 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
 @pytest.mark.parametrize(
     "statements",
     [
-        ["UPDATE rows SET json = CAST(replace(CAST(json AS TEXT), 'first', 'FORGED') AS BLOB)"],
-        ["UPDATE rows SET trust = 'qualified', lifecycle = 'active', lifecycle_rank = 0"],
-        ["DELETE FROM rows WHERE CAST(json AS TEXT) LIKE '%second%'"],
+        ["UPDATE rows SET tail = CAST(replace(CAST(tail AS TEXT), 'first', 'FORGED') AS BLOB)"],
+        ["UPDATE rows SET lifecycle = 'active', lifecycle_rank = 0, evidence = 'resolved'"],
+        ["DELETE FROM rows WHERE CAST(tail AS TEXT) LIKE '%second%'"],
         ["CREATE TRIGGER evil AFTER INSERT ON rows BEGIN SELECT 1; END"],
         ["UPDATE groups SET n = n + 100, max_content = 1"],
         ["CREATE VIEW v AS SELECT 1"],
         ["UPDATE meta SET value = 'pal-hn-memory-index/999' WHERE key = 'format'"],
         [
             "INSERT INTO rows SELECT 'sha256:' || hex(randomblob(32)), actor, kind, lifecycle,"
-            " lifecycle_rank, trust, applicability, evidence, '9999', anchor_subject,"
-            " applies_subject, content_bytes, data_bytes, search_units, json, deps, fields, mac"
+            " lifecycle_rank, base, evidence, '9999', mode, anchor, anchor_subject,"
+            " content_bytes, data_bytes, search_units, head, tail, deps, fields, mac"
             " FROM rows LIMIT 1"
         ],
+        ["UPDATE anchors SET n_desc = n_desc + 1"],
+        ["UPDATE reach SET bits = X'00'"],
     ],
     ids=[
         "forged-json",
@@ -159,6 +163,8 @@ def _tamper(repo: pygit2.Repository, *statements: str) -> None:
         "view",
         "version",
         "extra-row",
+        "forged-anchor",
+        "forged-reach",
     ],
 )
 def test_tampered_index_is_detected_and_rebuilt(
@@ -169,8 +175,8 @@ def test_tampered_index_is_detected_and_rebuilt(
     honest = _recall_ids(repo, lifecycle=["all"])
     request = normalize_request(at_commit=head(repo), lifecycle=["all"])
     honest_bytes = recall(repo, request).to_json()
-    if statements[0].startswith("DELETE"):
-        # A hidden row is not visible at query time; verify finds it.
+    if statements[0].startswith(("DELETE", "INSERT")):
+        # A hidden row, or one no key names, is not visible at query time; verify finds it.
         _tamper(repo, *statements)
         with pytest.raises(Conflict, match="derived projection changed"):
             verify_index(repo)
@@ -187,36 +193,26 @@ def test_tampered_index_is_detected_and_rebuilt(
     assert "evil" not in names and "v" not in names
 
 
-# The layout of format 6 (postings keyed by the memory ID text), as an older release left it.
-_FORMAT_6 = [
-    "DROP TABLE terms",
-    "DROP TABLE row_keys",
-    "DROP TABLE classes",
-    "CREATE INDEX rows_by_id ON rows (id, applicability, evidence, lifecycle_rank, trust, kind,"
-    " actor, anchor_subject, applies_subject, timestamp, content_bytes, data_bytes,"
-    " search_units)",
-    "CREATE TABLE topics (id TEXT NOT NULL, topic TEXT NOT NULL, PRIMARY KEY (topic, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX topics_id ON topics (id)",
-    "CREATE TABLE paths (id TEXT NOT NULL, path TEXT NOT NULL, PRIMARY KEY (path, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX paths_id ON paths (id)",
-    "CREATE TABLE tokens (token TEXT NOT NULL, id TEXT NOT NULL, PRIMARY KEY (token, id))"
-    " WITHOUT ROWID",
-    "CREATE INDEX tokens_id ON tokens (id)",
-    "INSERT INTO tokens SELECT 'first', id FROM rows",
-    "UPDATE meta SET value = 'pal-hn-memory-index/6' WHERE key = 'format'",
+# The layout of format 8 (one query context per file: trust and applicability in the rows),
+# as the previous release left it.
+_FORMAT_8 = [
+    "DROP TABLE reach",
+    "DROP TABLE anchors",
+    "DROP TABLE actors",
+    "DROP TABLE missing_objects",
+    "CREATE TABLE classes (cls INTEGER PRIMARY KEY, trust TEXT NOT NULL, kind TEXT NOT NULL,"
+    " actor TEXT NOT NULL, UNIQUE (trust, kind, actor)) STRICT",
+    "INSERT INTO meta VALUES ('at_commit', '0000000000000000000000000000000000000000')",
+    "UPDATE meta SET value = 'pal-hn-memory-index/8' WHERE key = 'format'",
 ]
 
 
-@pytest.mark.parametrize("statements", [_FORMAT_6, _FORMAT_6[-1:]], ids=["format-6", "tag-only"])
+@pytest.mark.parametrize("statements", [_FORMAT_8, _FORMAT_8[-1:]], ids=["format-8", "tag-only"])
 def test_index_of_an_older_format_is_rebuilt(
     repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, statements: list[str]
 ) -> None:
     request = normalize_request(at_commit=head(repo), query="first")
     honest = recall(repo, request).to_json()
-    if statements is not _FORMAT_6:  # the layout of today with only the tag of another format
-        statements = ["UPDATE meta SET value = 'pal-hn-memory-index/6' WHERE key = 'format'"]
     _tamper(repo, *statements)
     rebuilds: list[int] = []
     real = index_module._rebuild
@@ -229,8 +225,8 @@ def test_index_of_an_older_format_is_rebuilt(
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     (tag,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     conn.close()
-    assert tag == index_module.FORMAT == "pal-hn-memory-index/8"
-    assert {"terms", "row_keys"} <= names and not names & {"tokens", "topics", "rows_by_id"}
+    assert tag == FORMAT == "pal-hn-memory-index/9"
+    assert {"terms", "row_keys", "anchors", "reach"} <= names and "classes" not in names
     verify_index(repo)
 
 
@@ -242,22 +238,23 @@ def test_index_of_an_older_format_is_rebuilt(
         # honest.
         (
             [
-                "UPDATE row_keys SET eligible = 1, lifecycle_rank = 0, doc = (1 << 32) | rid"
-                " WHERE lifecycle_rank = 2",
+                "UPDATE row_keys SET eligible = 1, lifecycle_rank = 0,"
+                " doc = ((1 + cls) << 32) | rid WHERE lifecycle_rank = 2",
                 "INSERT INTO terms (rowid, words) SELECT doc, 'w7468697264' FROM row_keys"
                 " WHERE id IN (SELECT id FROM rows WHERE lifecycle = 'retracted')",
             ],
             "query",
         ),
-        (["UPDATE classes SET trust = 'actor-untrusted'"], "verify"),
+        (["UPDATE actors SET actor = upper(actor)"], "verify"),
         # Hidden or extra postings cannot be seen from one answer; verify re-derives them.
         (["UPDATE row_keys SET eligible = 0"], "verify"),
         (["UPDATE row_keys SET timestamp = '0000'"], "verify"),
         (["INSERT INTO terms (rowid, words) SELECT rid, 'w7468697264' FROM row_keys"], "verify"),
         (["DELETE FROM row_keys WHERE id = (SELECT min(id) FROM row_keys)"], "verify"),
+        (["UPDATE row_keys SET aid = aid + 1"], "verify"),
     ],
-    ids=["smuggled-row", "forged-class", "hidden-rows", "forged-order", "extra-postings",
-         "missing-key"],
+    ids=["smuggled-row", "forged-actor", "hidden-rows", "forged-order", "extra-postings",
+         "missing-key", "forged-anchor"],
 )  # fmt: skip
 def test_tampered_keys_and_postings(
     repo: pygit2.Repository, alice: Identity, statements: list[str], caught_by: str
@@ -288,7 +285,7 @@ def test_garbage_index_is_rebuilt(repo: pygit2.Repository, garbage: bytes) -> No
 
 def test_planted_wal_garbage_is_harmless(repo: pygit2.Repository) -> None:
     honest = _recall_ids(repo)
-    index_module._forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
+    index_core.forget(_dir(repo) / INDEX_NAME)  # as a new process would see the files
     for suffix in ("-wal", "-shm"):
         side = _dir(repo) / (INDEX_NAME + suffix)
         side.write_bytes(b"planted garbage" * 100)
@@ -302,7 +299,7 @@ def test_unsafe_wal_file_forces_a_rebuild(
     repo: pygit2.Repository, tmp_path: Path, attack: str
 ) -> None:
     honest = _recall_ids(repo)
-    index_module._forget(_dir(repo) / INDEX_NAME)
+    index_core.forget(_dir(repo) / INDEX_NAME)
     wal = _dir(repo) / (INDEX_NAME + "-wal")
     wal.unlink(missing_ok=True)
     if attack == "symlink":
@@ -387,17 +384,25 @@ def store_default(who: Identity) -> str:
     return default_stream(who.actor)
 
 
-def test_another_context_rebuilds_for_that_context(
-    repo: pygit2.Repository, alice: Identity
+def test_another_context_needs_no_rebuild(
+    repo: pygit2.Repository, alice: Identity, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tests.hn.recall_helpers import commit_files
 
     old = head(repo)
     only_here = remember(repo, alice, "exact here", applies="exact")
+    _open(repo).close()
+    rebuilds: list[int] = []
+    real = index_module._rebuild
+    monkeypatch.setattr(
+        index_module, "_rebuild", lambda *a, **k: rebuilds.append(1) or real(*a, **k)
+    )
     commit_files(repo, {"x": b"1"}, "move on")
     assert only_here.memory_id not in _recall_ids(repo)
     result = recall(repo, normalize_request(at_commit=old))
     assert only_here.memory_id in [json.loads(r)["id"] for r in result.records]
+    assert recall(repo, normalize_request(at_commit=old, subject="issue:sha256:" + "a" * 64))
+    assert rebuilds == []
 
 
 def test_index_commands_on_the_fixture(fixture_repo: Path) -> None:
@@ -414,7 +419,7 @@ def test_index_commands_on_the_fixture(fixture_repo: Path) -> None:
         "version": 0, "operation": "verify", "sourceFingerprint": FIXTURE_SOURCE, "records": 7,
     }  # fmt: skip
     conn = sqlite3.connect(Path(fixture_repo) / ".git" / "hn" / "memory" / INDEX_NAME)
-    conn.execute("UPDATE rows SET trust = 'qualified'")
+    conn.execute("UPDATE rows SET lifecycle = 'retracted'")
     conn.commit()
     conn.close()
     stale = pal(fixture_repo, "index", "verify")
@@ -426,8 +431,8 @@ def test_locked_index_is_a_clear_error(
     repo: pygit2.Repository, alice: Identity, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     honest = _recall_ids(repo)
-    monkeypatch.setattr(index_module, "BUSY_TIMEOUT", 0.05)
-    index_module._forget(_dir(repo) / INDEX_NAME)
+    monkeypatch.setattr(index_core, "BUSY_TIMEOUT", 0.05)
+    index_core.forget(_dir(repo) / INDEX_NAME)
     other = sqlite3.connect(_dir(repo) / INDEX_NAME, isolation_level=None)
     other.execute("BEGIN EXCLUSIVE")  # another process is writing
     remember(repo, alice, "arrives while locked")

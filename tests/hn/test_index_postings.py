@@ -1,4 +1,4 @@
-"""Topic and term filters through the index's FTS5 postings and row keys (index format 8).
+"""Topic and term filters through the index's FTS5 postings and row keys.
 
 Every filtered page must equal the unfiltered walk of ``rows`` (a different code path) filtered
 in Python by the record's own topics and lexical tokens: same ``matched``, same IDs in §16.4
@@ -16,11 +16,12 @@ from typing import Any
 import pygit2
 import pytest
 
-from palimpsest.hn import index_query
 from palimpsest.hn.author import append, build_record
 from palimpsest.hn.envelope import Anchor, PathAnchor
+from palimpsest.hn.index import query as index_query
+from palimpsest.hn.index.schema import match_query
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import normalize_request
+from palimpsest.hn.recall.request import normalize_request
 from palimpsest.identity import Identity
 from palimpsest.text import lexical_tokens
 from tests.hn.recall_helpers import commit_files, head, lifecycle, new_repo, remember
@@ -114,10 +115,8 @@ def test_filtered_pages_equal_the_filtered_walk(
     answers = []
     real = index_query._walk_budget
     # Always sort the matches; walk the keys whenever it can; walk on a budget of a few VM
-    # instructions (every walk is interrupted and the matches are sorted instead), without the
-    # one-pass count and first page of several terms.
-    for cost, cap, one_pass in ((0, None, True), (10**9, None, True), (10**9, 3, False)):
-        monkeypatch.setattr(index_query, "_ONE_PASS", one_pass)
+    # instructions (every walk is interrupted and the matches are sorted instead).
+    for cost, cap in ((0, None), (10**9, None), (10**9, 3)):
         monkeypatch.setattr(index_query, "_WALK_COST", cost)
         monkeypatch.setattr(index_query, "_TICK", 1000 if cap is None else 1)
         budget = real if cap is None else (lambda *a, c=cap: min(real(*a), c))
@@ -149,8 +148,8 @@ def test_the_estimate_picks_both_strategies(
 
 def test_long_values_do_not_collide(world: pygit2.Repository) -> None:
     # Two different long words hash to different posting words.
-    assert index_query.match_query(topics=(), tokens=("y" * 40,), path="") != (
-        index_query.match_query(topics=(), tokens=(LONG_WORD,), path="")
+    assert match_query(topics=(), tokens=("y" * 40,), path="", subject="") != (
+        match_query(topics=(), tokens=(LONG_WORD,), path="", subject="")
     )
     assert _expected(world, query="y" * 40) == []
     assert _pages(world, query="y" * 40)[:2] == (0, [])

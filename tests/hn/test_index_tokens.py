@@ -7,7 +7,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palimpsest.hn.index_schema import _ALNUM_RUNS, index_tokens
+from palimpsest.hn.index.schema import _ALNUM_RUNS, index_tokens
 from palimpsest.text import _is_word_rune, lexical_tokens
 
 

@@ -17,7 +17,13 @@ from palimpsest.hn.envelope import (
     default_stream,
 )
 from palimpsest.hn.policy import MISSING_POLICY_DIGEST, MemoryPolicy, PolicyContext
-from palimpsest.hn.projection import Projection, project, projection_wire, row_wire
+from palimpsest.hn.projection import (
+    Projection,
+    dependency_wire,
+    project,
+    projection_wire,
+    row_wire,
+)
 from tests.hn.helpers import ALICE, BOB
 
 C1, C2, C3, GONE, BLOB = "1" * 40, "2" * 40, "3" * 40, "9" * 40, "b" * 40
@@ -307,3 +313,30 @@ def test_row_wire_null_versus_empty(nil: frozenset[str]) -> None:
     assert wire["data"]["evidence"] == (None if "data.evidence" in nil else [])  # type: ignore[index]
     assert wire["successors"] == []
     assert list(wire)[:3] == ["id", "stream", "actor"]
+
+
+def test_dependency_wire_names_the_operation_only_on_lifecycle_targets() -> None:
+    # Upstream writes `operation` on lifecycle-target dependencies (the owner's operation) and
+    # leaves it out (omitempty) on the anchor, query-commit, ancestry and evidence
+    # dependencies of a record or supersede row.
+    ms = [memory(1, anchor=Anchor(GONE)), memory(2, evidence=("git:" + GONE,)),
+          memory(3, "supersede", target=50, evidence=("memory:" + mid(60),)),
+          memory(4, "challenge", who=BOB, target=51)]  # fmt: skip
+    p = run(ms)
+    wires = {(d["kind"], d["ownerId"]): d for d in map(dependency_wire, p.missing_dependencies)}
+    assert list(wires[("anchor-commit", mid(1))]) == [
+        "kind", "ownerId", "stream", "missingId", "reason",
+    ]  # fmt: skip
+    assert "operation" not in wires[("evidence-git", mid(2))]
+    assert "operation" not in wires[("evidence-memory", mid(3))]
+    assert list(wires[("lifecycle-target", mid(3))]) == [
+        "kind", "ownerId", "stream", "operation", "missingId", "reason",
+    ]  # fmt: skip
+    assert wires[("lifecycle-target", mid(3))]["operation"] == "supersede"
+    assert wires[("lifecycle-target", mid(4))]["operation"] == "challenge"
+    for n, at in ((5, GONE), (6, C3)):
+        far = Probe({C3: ("8" * 40,), C2: ()}) if n == 6 else None
+        q = run([memory(n, anchor=Anchor(C2))], at, probe=far)
+        [dep] = q.missing_dependencies
+        assert dep.kind == ("query-commit" if n == 5 else "anchor-ancestry")
+        assert "operation" not in dependency_wire(dep)

@@ -12,7 +12,7 @@ import pytest
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
 from palimpsest.hn.recall import recall
-from palimpsest.hn.recall_query import encode_cursor, normalize_request
+from palimpsest.hn.recall.request import encode_cursor, normalize_request
 from palimpsest.identity import Identity
 from tests.hn.recall_helpers import CAROL, commit_files, head, lifecycle, new_repo, pal, remember
 
@@ -266,3 +266,27 @@ def test_pages_with_topic_and_terms_follow_the_order(
             if not cursor:
                 break
         assert seen == [m.memory_id for m in expected]
+
+
+def test_human_output_says_what_trust_and_lifecycle_left_out(
+    repo: pygit2.Repository, alice: Identity, bob: Identity
+) -> None:
+    kept = remember(repo, alice, "kept", timestamp=_stamp(1))
+    remember(repo, bob, "untrusted writer", timestamp=_stamp(2))
+    old = remember(repo, alice, "retracted later", timestamp=_stamp(3))
+    lifecycle(repo, alice, "retract", old.memory_id, timestamp=_stamp(4))
+    both = remember(repo, bob, "untrusted and retracted", timestamp=_stamp(5))
+    lifecycle(repo, bob, "retract", both.memory_id, timestamp=_stamp(6))
+    human = pal(repo.workdir, "recall")
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.decode().splitlines()
+    assert lines[1] == "Matched: 1; returned: 1; truncated: false"
+    assert lines[2] == (
+        "Left out: 1 by trust (--include-untrusted); 1 by lifecycle (--lifecycle all); "
+        "1 by both (--include-untrusted --lifecycle all)"
+    )
+    as_json = pal(repo.workdir, "recall", "--json")
+    assert b"Left out" not in as_json.stdout and b"leftOut" not in as_json.stdout
+    assert [m["id"] for m in json.loads(as_json.stdout)["memories"]] == [kept.memory_id]
+    everything = pal(repo.workdir, "recall", "--include-untrusted", "--lifecycle", "all")
+    assert b"Left out" not in everything.stdout  # nothing is left out: no line

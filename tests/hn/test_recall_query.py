@@ -8,7 +8,7 @@ import pytest
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
-from palimpsest.hn.recall_query import (
+from palimpsest.hn.recall.request import (
     GrepSpec,
     RecallRequest,
     decode_cursor,

@@ -13,8 +13,9 @@ import pytest
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
-from palimpsest.hn import sigpool, sigworker, store
+from palimpsest.hn import store
 from palimpsest.hn.envelope import default_stream, memory_id, sign_text
+from palimpsest.hn.store import sigpool, sigworker
 from tests.hn.helpers import ALICE, BOB
 from tests.hn.streams import (
     append_raw,

@@ -513,3 +513,21 @@ def test_append_after_git_gc_packs_the_ref(tmp_path: Path) -> None:
     payload, envelope = _signed_next(stale, head_commit(repo))
     with pytest.raises(Conflict):
         store.append_memory(repo, payload, sign_text(ALICE.sign(payload)), envelope, stale)
+
+
+def test_author_and_committer_are_not_checked(tmp_path: Path) -> None:
+    # §11: "Not checked: the commit message, author and committer." A commit libgit2's parser
+    # refuses (no e-mail) is still a memory, for the reader and for the next append alike.
+    repo = new_repo(tmp_path / "r")
+    payload, sig = _valid_parts(repo)
+    tree = raw_tree(repo, [("100644", "memory.json", repo.create_blob(payload)),
+                           ("100644", "signature", repo.create_blob(sig))])  # fmt: skip
+    body = f"tree {tree}\nauthor A 0 +0000\ncommitter A 0 +0000\n\nm\n".encode()
+    commit = str(repo.odb.write(pygit2.enums.ObjectType.COMMIT, body))
+    with pytest.raises(pygit2.GitError):
+        repo[pygit2.Oid(hex=commit)]  # what the reader must not depend on
+    _set_head(repo, commit)
+    [memory] = store.collect(repo, workers=0)
+    assert memory.commit == commit and memory.payload == payload
+    head = store.stream_head(repo, A, "sha256:" + S)
+    assert (head.head, head.sequence, head.previous) == (commit, 2, memory_id(payload))

@@ -10,7 +10,7 @@ import pytest
 
 from palimpsest.hn import replication
 from palimpsest.hn.envelope import default_stream
-from palimpsest.hn.replication_selection import Budgets, build_selection, save_selection
+from palimpsest.hn.replication.selection import Budgets, build_selection, save_selection
 from tests.adversarial.replication import builder
 from tests.replication.gitserve import serve_git
 from tests.replication.helpers import accepted_ref, clone, git, refs

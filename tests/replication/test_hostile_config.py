@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from palimpsest.hn import replication
-from palimpsest.hn.replication_git import run_git
+from palimpsest.hn.replication.transport import run_git
 from tests.replication.helpers import clone, fixture_remote, git, pal, refs
 
 README_BLOB = "9df986842dc8b2fb4b09431700fa3a4860523ab0"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from palimpsest.errors import InvalidInput
-from palimpsest.hn.replication_selection import (
+from palimpsest.hn.replication.selection import (
     Budgets,
     build_selection,
     decode_selection,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from palimpsest.errors import Unavailable
-from palimpsest.hn.replication_git import parse_advertisement
-from palimpsest.hn.replication_report import redact_url
+from palimpsest.hn.replication.report import redact_url
+from palimpsest.hn.replication.transport import parse_advertisement
 
 A = "a" * 64
 S = "b" * 64

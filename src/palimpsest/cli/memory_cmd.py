@@ -11,34 +11,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pygit2
 
 from palimpsest.cli import options
 from palimpsest.errors import Forbidden, InvalidInput
-from palimpsest.hn import store
-from palimpsest.hn.author import (
-    MAX_INPUT_BYTES,
-    anchor_paths,
-    append,
-    build_record,
-    check_anchor_commit,
-    check_lifecycle_target,
-    parse_record_request,
-    with_stream,
-)
-from palimpsest.hn.envelope import Anchor, Handoff, Record, VerifiedMemory
-from palimpsest.hn.show import (
-    command_result_human,
-    command_result_json,
-    show_human,
-    show_json,
-)
-from palimpsest.identity import Identity, load_identity
-from palimpsest.text import to_lower, trim_space
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pygit2
+
+    from palimpsest.hn.envelope import Record, VerifiedMemory
+    from palimpsest.identity import Identity
+
+# Everything else is imported inside the commands that use it: ``pal memory recall`` (the
+# command agents run most) must not pay for libgit2, cryptography or the author path.
 
 F = Callable[..., Any]
 
@@ -49,11 +38,15 @@ def _out_json(data: bytes) -> None:
 
 
 def _context(ctx: click.Context) -> tuple[pygit2.Repository, Path]:
+    from palimpsest.hn import store  # noqa: PLC0415
+
     repo = store.open_repository(ctx.obj["repo"])
     return repo, store.git_dir(repo)
 
 
 def _identity(git_dir: Path, actor: str | None) -> Identity:
+    from palimpsest.identity import load_identity  # noqa: PLC0415
+
     identity = load_identity(git_dir)
     if actor and actor != identity.actor:
         raise Forbidden(
@@ -65,6 +58,8 @@ def _identity(git_dir: Path, actor: str | None) -> Identity:
 
 
 def _read_input(source: str) -> bytes:
+    from palimpsest.hn.author import MAX_INPUT_BYTES  # noqa: PLC0415
+
     try:
         if source == "-":
             data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
@@ -79,6 +74,8 @@ def _read_input(source: str) -> bytes:
 
 
 def _emit(memory: VerifiedMemory, as_json: bool) -> None:
+    from palimpsest.hn.show import command_result_human, command_result_json  # noqa: PLC0415
+
     if as_json:
         _out_json(command_result_json(memory))
     else:
@@ -114,6 +111,10 @@ def _record_options(func: F) -> F:
 def _flag_record(
     repo: pygit2.Repository, kind: str | None, text: str | None, o: dict[str, Any]
 ) -> Record:
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.author import anchor_paths, build_record  # noqa: PLC0415
+    from palimpsest.hn.envelope import Anchor, Handoff  # noqa: PLC0415
+
     if not kind:
         raise InvalidInput("--kind is required", code="invalid-request")
     if not o["at"] or not o["applies"]:
@@ -197,6 +198,12 @@ def record_cmd(
     **o: Any,
 ) -> None:
     """Append a record to your memory stream."""
+    from palimpsest.hn.author import (  # noqa: PLC0415 - the record path only
+        append,
+        check_anchor_commit,
+        parse_record_request,
+        with_stream,
+    )
 
     repo, git_dir = _context(ctx)
     if input_path is not None:
@@ -226,6 +233,13 @@ def handoff_cmd(
     ctx: click.Context, /, text: str | None, input_path: str | None, as_json: bool, **o: Any
 ) -> None:
     """Append a handoff record (completed, assumptions, blockers, proposed next actions)."""
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.author import (  # noqa: PLC0415 - the record path only
+        append,
+        check_anchor_commit,
+        parse_record_request,
+        with_stream,
+    )
 
     repo, git_dir = _context(ctx)
     if input_path is None:
@@ -265,6 +279,8 @@ def supersede_cmd(
     ctx: click.Context, /, target: str, kind: str | None, as_json: bool, **o: Any
 ) -> None:
     """Replace one of your records with a new one (the old one stays readable)."""
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.author import append, check_lifecycle_target  # noqa: PLC0415
 
     repo, git_dir = _context(ctx)
     identity = _identity(git_dir, o["actor"])
@@ -285,6 +301,10 @@ def _lifecycle(  # noqa: PLR0917 - shared body of two commands
     stream: str,
     as_json: bool,
 ) -> None:
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.author import append, check_lifecycle_target  # noqa: PLC0415
+    from palimpsest.text import to_lower, trim_space  # noqa: PLC0415
+
     repo, git_dir = _context(ctx)
     identity = _identity(git_dir, None)
     check_lifecycle_target(store.collect(repo), target, identity.actor, operation)
@@ -337,8 +357,8 @@ def challenge_cmd(  # noqa: PLR0917 - click passes options by name
 @click.pass_context
 def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
     """Show one memory with its lifecycle, applicability, evidence and trust."""
-    # Loaded only here so appends (the hot path) start faster.
     from palimpsest.hn.reading import show_at  # noqa: PLC0415
+    from palimpsest.hn.show import show_human, show_json  # noqa: PLC0415
 
     repo, _ = _context(ctx)
     found, result = show_at(repo, memory, at)
@@ -348,8 +368,9 @@ def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
         click.echo(show_human(found, result), nl=False)
 
 
-# recall, grep and index live in their own module (issue 3); registered here, loaded lazily.
+# recall, grep and index, and the policy editor, live in modules of their own; registered here.
+from palimpsest.cli.policy_cmd import COMMANDS as _POLICY_COMMANDS  # noqa: E402
 from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402
 
-for _read_command in _READ_COMMANDS:
-    command.add_command(_read_command)
+for _extra_command in (*_READ_COMMANDS, *_POLICY_COMMANDS):
+    command.add_command(_extra_command)

@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+from palimpsest.cli.progress import progress
+
 F = Callable[..., Any]
 
 
@@ -53,23 +55,31 @@ def _filter_options(func: F) -> F:
     return func
 
 
+def _where(ctx: click.Context) -> str:
+    return str(ctx.obj.get("repo", ".")) if isinstance(ctx.obj, dict) else "."
+
+
 def _open(ctx: click.Context) -> Any:
     from palimpsest.hn import store  # noqa: PLC0415 - keep `pal memory record` start-up light
 
-    where = ctx.obj.get("repo", ".") if isinstance(ctx.obj, dict) else "."
-    return store.open_repository(where)
+    return store.open_repository(_where(ctx))
 
 
-def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
+def _resolve(repo: Any, rev: str) -> str:
     from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.recall_query import (  # noqa: PLC0415
+
+    return store.resolve_commit(repo, rev)
+
+
+def _request(at_commit: str, o: dict[str, Any], query: str = "") -> Any:
+    from palimpsest.hn.recall.request import (  # noqa: PLC0415
         DEFAULT_MAX_CONTENT_BYTES,
         DEFAULT_MAX_RECORDS,
         normalize_request,
     )
 
     return normalize_request(
-        at_commit=store.resolve_commit(repo, o["at"]),
+        at_commit=at_commit,
         subject=o["subject"],
         path=o["path"],
         topic=list(o["topics"]),
@@ -87,17 +97,6 @@ def _request(repo: Any, o: dict[str, Any], query: str = "") -> Any:
     )
 
 
-def _with_progress(as_json: bool, work: Callable[[], Any]) -> Any:
-    """Run ``work`` under a spinner on an interactive stderr (a first index build of a large
-    store takes a while); never with ``--json`` or when stderr is not a terminal."""
-    if as_json or not sys.stderr.isatty():
-        return work()
-    from rich.console import Console  # noqa: PLC0415
-
-    with Console(stderr=True).status("Reading verified memory"):
-        return work()
-
-
 def _emit(result: Any, as_json: bool) -> None:
     if as_json:
         _write(result.to_json())
@@ -107,7 +106,7 @@ def _emit(result: Any, as_json: bool) -> None:
 
 def _read_input(source: str) -> bytes:
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
-    from palimpsest.hn.recall_query import MAX_INPUT_BYTES  # noqa: PLC0415
+    from palimpsest.hn.recall.request import MAX_INPUT_BYTES  # noqa: PLC0415
 
     try:
         if source == "-":
@@ -148,10 +147,14 @@ def recall_command(
 ) -> None:
     """Bounded, deterministic recall of verified memories (inert data, never instructions)."""
     from palimpsest.errors import InvalidInput  # noqa: PLC0415
-    from palimpsest.hn.recall import recall  # noqa: PLC0415
-    from palimpsest.hn.recall_query import request_from_json  # noqa: PLC0415
+    from palimpsest.hn.recall.request import request_from_json  # noqa: PLC0415
+    from palimpsest.hn.recall.warm import recall_kept  # noqa: PLC0415
+    from palimpsest.hn.store import headfiles  # noqa: PLC0415
 
-    repo = _open(ctx)
+    # A warm recall reads the ref files and the index only (no libgit2 start-up); anything the
+    # index does not keep an answer for goes through Git, which gives the same bytes.
+    git = headfiles.locate(_where(ctx))
+    repo = None if git is not None else _open(ctx)
     if input_path is not None:
         if query or any(o[k] != v for k, v in _DEFAULTS.items()):
             raise InvalidInput("--input cannot be combined with other recall flags")
@@ -159,8 +162,19 @@ def recall_command(
             raise InvalidInput("--input requires --json")
         request = request_from_json(_read_input(input_path))
     else:
-        request = _request(repo, o, query)
-    _emit(_with_progress(as_json, lambda: recall(repo, request)), as_json)
+        at = headfiles.resolve(git, o["at"]) if git is not None else None
+        if at is None:
+            repo = repo or _open(ctx)
+            at = _resolve(repo, o["at"])
+        request = _request(at, o, query)
+    result = recall_kept(git, request, explain=not as_json) if git is not None else None
+    if result is None:
+        from palimpsest.hn.recall.run import recall  # noqa: PLC0415
+
+        repo = repo or _open(ctx)
+        with progress(as_json) as report:
+            result = recall(repo, request, progress=report, explain=not as_json)
+    _emit(result, as_json)
 
 
 @click.command("grep")
@@ -174,7 +188,7 @@ def grep_command(
     ctx: click.Context, /, pattern: str, ignore_case: bool, as_json: bool, **o: Any
 ) -> None:
     """Explicit RE2 regex search over verified memory (put -- before a pattern starting with -)."""
-    from palimpsest.hn.recall import grep  # noqa: PLC0415
+    from palimpsest.hn.recall.run import grep  # noqa: PLC0415
     from palimpsest.search.regex import compile_pattern  # noqa: PLC0415
 
     # The exact argv bytes (Python decodes argv with surrogateescape); invalid UTF-8 is refused
@@ -182,11 +196,10 @@ def grep_command(
     raw = os.fsencode(pattern)
     compile_pattern(raw, ignore_case=ignore_case)
     repo = _open(ctx)
-    request = _request(repo, o)
-    _emit(
-        _with_progress(as_json, lambda: grep(repo, request, raw, ignore_case=ignore_case)),
-        as_json,
-    )
+    request = _request(_resolve(repo, o["at"]), o)
+    with progress(as_json) as report:
+        result = grep(repo, request, raw, ignore_case=ignore_case, progress=report)
+    _emit(result, as_json)
 
 
 @click.group("index")
@@ -194,16 +207,21 @@ def index_group() -> None:
     """Rebuild or verify the private, disposable recall index (.git/hn/memory)."""
 
 
-def _index_report(operation: str, state: Any, as_json: bool) -> None:
+def _index_report(repo: Any, operation: str, state: Any, as_json: bool) -> None:
     from palimpsest.canonical import encode  # noqa: PLC0415
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.recall.run import GitJudge  # noqa: PLC0415
 
+    # The source fingerprint binds the policy at HEAD (§19.2), as upstream prints it.
+    head = store.resolve_commit(repo, "HEAD")
+    fingerprint = state.fingerprint(GitJudge(repo).policy(head).digest)
     if as_json:
         _write(
             encode(
                 {
                     "version": 0,
                     "operation": operation,
-                    "sourceFingerprint": state.source_fingerprint,
+                    "sourceFingerprint": fingerprint,
                     "records": state.records,
                 }
             )
@@ -211,8 +229,7 @@ def _index_report(operation: str, state: Any, as_json: bool) -> None:
         )
     else:
         click.echo(
-            f"Memory index {operation}: version 0, source {state.source_fingerprint}, "
-            f"records {state.records}"
+            f"Memory index {operation}: version 0, source {fingerprint}, records {state.records}"
         )
 
 
@@ -220,25 +237,26 @@ def _index_report(operation: str, state: Any, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def index_rebuild(ctx: click.Context, as_json: bool) -> None:
-    """Rebuild the index at HEAD from verified refs and the policy."""
-    from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.index import IndexContext, open_index  # noqa: PLC0415
+    """Rebuild the index from the verified refs (it serves every query commit)."""
+    from palimpsest.hn.index import open_index  # noqa: PLC0415
 
     repo = _open(ctx)
-    context = IndexContext(store.resolve_commit(repo, "HEAD"))
-    with _with_progress(as_json, lambda: open_index(repo, context, rebuild=True)) as index:
-        _index_report("rebuild", index.state, as_json)
+    with progress(as_json) as report, open_index(repo, rebuild=True, progress=report) as index:
+        state = index.state
+    _index_report(repo, "rebuild", state, as_json)
 
 
 @index_group.command("verify")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def index_verify(ctx: click.Context, as_json: bool) -> None:
-    """Re-derive the index in memory and compare it with the file; fail when it differs."""
+    """Re-derive the index from Git and compare it with the file; fail when it differs."""
     from palimpsest.hn.index import verify_index  # noqa: PLC0415
 
     repo = _open(ctx)
-    _index_report("verify", verify_index(repo), as_json)
+    with progress(as_json) as report:
+        state = verify_index(repo, progress=report)
+    _index_report(repo, "verify", state, as_json)
 
 
 COMMANDS = (recall_command, grep_command, index_group)

@@ -10,7 +10,7 @@ import click
 
 from palimpsest import canonical
 from palimpsest.hn import replication
-from palimpsest.hn.replication_selection import (
+from palimpsest.hn.replication.selection import (
     DEFAULT_MAX_ATTACHMENT_BYTES,
     DEFAULT_MAX_EVENTS,
     DEFAULT_MAX_OBJECT_BYTES,

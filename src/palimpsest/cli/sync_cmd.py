@@ -8,40 +8,14 @@ A sync in which any stream failed or a push was rejected exits 1 after printing 
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import click
 
 from palimpsest import canonical
+from palimpsest.cli.progress import progress
 from palimpsest.errors import PalError
 from palimpsest.hn import replication
-from palimpsest.hn.replication_selection import DEFAULT_REMOTE
+from palimpsest.hn.replication.selection import DEFAULT_REMOTE
 from palimpsest.text import safe_line
-
-
-@contextmanager
-def _progress(enabled: bool) -> Iterator[replication.Progress | None]:
-    """A rich progress display on stderr, only for an interactive terminal."""
-    if not enabled or not sys.stderr.isatty():
-        yield None
-        return
-    # rich loads only for an interactive sync (start-up time of every other command).
-    from rich.console import Console  # noqa: PLC0415
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn  # noqa: PLC0415
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=Console(stderr=True), transient=True) as bar:  # fmt: skip
-        tasks: dict[str, object] = {}
-
-        def update(phase: str, done: int, total: int) -> None:
-            task = tasks.get(phase)
-            if task is None:
-                task = tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(task, completed=done, total=total)  # type: ignore[arg-type]
-
-        yield update
 
 
 @click.command(name="sync")
@@ -52,35 +26,35 @@ def _progress(enabled: bool) -> Iterator[replication.Progress | None]:
 def command(remote: str, recover_shallow: bool, as_json: bool) -> None:
     """Fetch the selected memory streams of REMOTE into quarantine, verify them, promote the
     valid ones, and publish local memory refs (never the primary branch)."""
-    with _progress(not as_json) as progress:
-        report = replication.sync(".", remote, recover_shallow=recover_shallow,
-                                  progress=progress)  # fmt: skip
+    with progress(as_json) as report:
+        result = replication.sync(".", remote, recover_shallow=recover_shallow,
+                                  progress=report)  # fmt: skip
     if as_json:
-        click.echo(canonical.encode(report.to_json()).decode("utf-8"))
+        click.echo(canonical.encode(result.to_json()).decode("utf-8"))
     else:
-        for note in report.recovered:
+        for note in result.recovered:
             click.echo(f"Recovered: {safe_line(note)}")
-        for item in report.memories:
+        for item in result.memories:
             if item.status == "promoted":
                 suffix = " (unchanged)" if item.unchanged else ""
                 click.echo(f"Replication memory {item.stream}: promoted{suffix}")
             else:
                 click.echo(f"Replication memory {item.stream}: failed ({item.status}): "
                            f"{safe_line(item.diagnostic)}")  # fmt: skip
-        for selector in report.selectors:
+        for selector in result.selectors:
             click.echo(f"Replication {selector.kind} {selector.id}: {selector.status}: "
                        f"{selector.diagnostic}")  # fmt: skip
-        for ref in report.malformed_refs:
+        for ref in result.malformed_refs:
             click.echo(f"Replication ignored malformed remote ref {safe_line(ref)}")
-        for oid in report.shallow_recovered:
+        for oid in result.shallow_recovered:
             click.echo(f"Recovered shallow history: {oid}")
-        for pushed in report.published:
+        for pushed in result.published:
             why = f": {safe_line(pushed.diagnostic)}" if pushed.diagnostic else ""
             click.echo(f"Published {pushed.ref}: {pushed.status}{why}")
-    if report.failed:
-        failed = sum(1 for item in report.memories if item.status in replication.FAILED)
-        rejected = len(report.published) - sum(
-            1 for item in report.published if item.status in ("published", "up-to-date")
+    if result.failed:
+        failed = sum(1 for item in result.memories if item.status in replication.FAILED)
+        rejected = len(result.published) - sum(
+            1 for item in result.published if item.status in ("published", "up-to-date")
         )
         raise PalError(
             f"sync finished with {failed} failed stream(s) and {rejected} unpublished ref(s)",

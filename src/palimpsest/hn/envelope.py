@@ -13,33 +13,38 @@ fails the canonical comparison.
 
 from __future__ import annotations
 
-import hashlib
-import posixpath
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
-
 from palimpsest.canonical import decode_then_compare, encode, encode_tree
 from palimpsest.errors import InvalidInput
+from palimpsest.hn.ids import (
+    ABSENT,
+    EVIDENCE,
+    FULL_ID,
+    HEX64,
+    KINDS,
+    LEGACY_PROTOCOL,
+    MODES,
+    OBJECT_ID,
+    OPERATIONS,
+    PROTOCOL,
+    SUBJECT,
+    TOKEN,
+    blen,
+    memory_id,
+    valid_path,
+)
 from palimpsest.identity import b64_nopad, b64_nopad_decode, fingerprint, verifier, weak_key_reason
 from palimpsest.text import has_control, is_blank, to_lower, trim_space
-
-PROTOCOL = "hn-memory/0"
-LEGACY_PROTOCOL = "nh-memory/0"
-OPERATIONS = ("record", "supersede", "retract", "challenge")
-KINDS = ("observation", "decision", "assumption", "attempt", "verification", "handoff")
-MODES = ("exact", "descendants", "subject")
-ABSENT = "absent"
 
 MAX_CONTENT_BYTES = 65536
 MAX_TOPICS = 32
 MAX_TOPIC_BYTES = 128
 MAX_EVIDENCE = 64
 MAX_PATHS = 128
-MAX_PATH_BYTES = 4096
 MAX_TOTAL_PATH_BYTES = 65536
 MAX_HANDOFF_ITEMS = 64
 MAX_HANDOFF_ITEM_BYTES = 4096
@@ -51,14 +56,6 @@ MAX_PAYLOAD_BYTES = 512 * 1024
 MAX_SIGNATURE_BYTES = 128
 MAX_SEQUENCE = 2**64 - 1
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
-OBJECT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
-FULL_ID = re.compile(r"sha256:[0-9a-f]{64}")
-SUBJECT = re.compile(r"(?:issue|proposal|event|policy|pipeline|run):sha256:[0-9a-f]{64}")
-EVIDENCE = re.compile(
-    r"git:(?:[0-9a-f]{40}|[0-9a-f]{64})|event:sha256:[0-9a-f]{64}|memory:sha256:[0-9a-f]{64}"
-)
-TOKEN = re.compile(r"[a-z0-9](?:[a-z0-9-]*[a-z0-9])?")
 _TIMESTAMP = re.compile(  # ASCII: a str pattern's \d would also match "٢" or "２" (Go's does not)
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(Z|[+-](\d{2}):(\d{2}))",
     re.ASCII,
@@ -68,15 +65,6 @@ _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 def _bad(message: str, code: str = "invalid-memory") -> InvalidInput:
     return InvalidInput(f"invalid memory envelope: {message}", code=code)
-
-
-def blen(text: str) -> int:
-    """UTF-8 byte length (every bound in the protocol counts bytes).
-
-    ``surrogatepass`` keeps a lone surrogate from raising here; the canonical re-encoding in
-    :func:`decode_envelope` refuses it.
-    """
-    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 # ------------------------------------------------------------------------- model
@@ -396,16 +384,6 @@ def valid_timestamp(text: str) -> bool:
     return True
 
 
-def valid_path(path: str) -> bool:
-    """A repository-relative path in clean form with no ``..`` segment (§4.3)."""
-    size = blen(path)
-    if size == 0 or size > MAX_PATH_BYTES or path[0] == "/" or "\\" in path or path == ".":
-        return False
-    if posixpath.normpath(path) != path or has_control(path):
-        return False
-    return ".." not in path.split("/")
-
-
 def _check_evidence_list(items: tuple[str, ...], where: str) -> None:
     if len(items) > MAX_EVIDENCE:
         raise _bad(f"{where} exceeds {MAX_EVIDENCE} entries")
@@ -590,11 +568,6 @@ def validate_envelope(envelope: Envelope) -> None:
 # ------------------------------------------------------------------------- bytes and IDs
 
 
-def memory_id(payload: bytes) -> str:
-    """``sha256:`` + hex SHA-256 of the exact bytes (memory IDs, digests, domain IDs)."""
-    return "sha256:" + hashlib.sha256(payload).hexdigest()
-
-
 def default_stream(actor: str) -> str:
     """The default stream of an actor (§7)."""
     return memory_id(b"hn-memory-stream-v0\x00" + actor.encode("ascii") + b"\x00default")
@@ -662,6 +635,10 @@ def signature_material(envelope: Envelope, signature_text: str) -> tuple[bytes, 
 
 def signature_valid(raw_key: bytes, raw_sig: bytes, payload: bytes) -> bool:
     """Ed25519 verification of ``raw_sig`` over the exact payload (key already checked)."""
+    # Imported here (cached by the import system after the first call): reading memory that
+    # is already verified (a warm recall) never loads cryptography.
+    from cryptography.exceptions import InvalidSignature  # noqa: PLC0415
+
     try:
         verifier(raw_key).verify(raw_sig, payload)
     except InvalidSignature:
@@ -685,8 +662,9 @@ def verify_signature(envelope: Envelope, payload: bytes, signature_text: str) ->
 
 
 __all__ = [
-    "ABSENT", "KINDS", "MODES", "OPERATIONS", "PROTOCOL", "SIGNATURE_FAILED", "Anchor",
-    "Applicability", "Envelope", "Handoff", "PathAnchor", "Record", "VerifiedMemory",
+    "ABSENT", "EVIDENCE", "FULL_ID", "HEX64", "KINDS", "LEGACY_PROTOCOL",
+    "MODES", "OBJECT_ID", "OPERATIONS", "PROTOCOL", "SIGNATURE_FAILED", "SUBJECT", "TOKEN",
+    "Anchor", "Applicability", "Envelope", "Handoff", "PathAnchor", "Record", "VerifiedMemory",
     "anchor_wire", "blen", "decode_envelope", "default_stream", "encode_envelope",
     "envelope_from_wire", "envelope_wire", "memory_id", "record_from_wire", "record_wire",
     "sign_text", "signature_material", "signature_valid", "valid_path", "valid_timestamp",

@@ -1,6 +1,8 @@
 """``.hn/policy.json``: the strict policy document and memory trust classes (§15).
 
-Pure: callers pass the exact blob bytes read at the query commit (or None when absent).
+Pure: callers pass the exact blob bytes read at the query commit (or None when absent), and
+:func:`trusting` returns the bytes of a document that trusts more actors and kinds (``pal
+memory policy trust`` writes them to the work tree; committing is up to the user).
 The policy is a repository file, so it need not be canonical JSON, but it is decoded strictly
 (duplicate keys, BOM, NaN, invalid UTF-8 refused) and unknown fields are rejected.
 """
@@ -9,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from palimpsest.canonical import decode
+from palimpsest.canonical import decode, encode_indent
 from palimpsest.errors import InvalidInput
-from palimpsest.hn.envelope import KINDS, memory_id
+from palimpsest.hn.ids import KINDS, memory_id
 
 POLICY_VERSION = "hn.policy/0"
 MISSING_POLICY_DIGEST = memory_id(b"hn-memory-policy-missing-v0")
@@ -134,6 +137,46 @@ def parse_policy(data: bytes) -> MemoryPolicy | None:
     return MemoryPolicy(frozenset(actors), frozenset(kinds))
 
 
+def trusting(
+    document: bytes | None, actors: Iterable[str], kinds: Iterable[str], *, maintainer: str
+) -> bytes:
+    """A policy document that also trusts ``actors`` for ``kinds`` (§15.2): the ``memory``
+    section's two lists become the sorted, unique union of what was there and what is given;
+    every other field keeps its value and place.  Without a document a new one is made with
+    ``maintainer`` and the upstream defaults (no approvals, one accept, no pipelines).
+
+    Written as indented JSON with a trailing LF (a repository file, not a canonical one).
+
+    Raises:
+        InvalidInput: ``invalid-policy`` for an invalid existing document, a malformed actor ID
+            or an unknown kind.
+    """
+    actors, kinds = list(actors), list(kinds)
+    if not all(_ACTOR.fullmatch(a) for a in [*actors, maintainer]):
+        raise _bad("actors must be full 64-hex actor IDs")
+    if any(k not in KINDS for k in kinds):
+        raise _bad(f"unknown kind; use {', '.join(KINDS)}")
+    if document is None:
+        doc: dict[str, Any] = {
+            "version": POLICY_VERSION,
+            "maintainers": [maintainer],
+            "proposals": {"requiredApprovals": 0, "requiredAccepts": 1, "trustedReviewers": [],
+                          "allowAuthorApproval": False},
+            "pipelines": {},
+        }  # fmt: skip
+    else:
+        parse_policy(document)  # refuse to extend an invalid policy
+        doc = decode(document, max_bytes=MAX_POLICY_BYTES, trailing_whitespace=True)
+    memory = doc.get("memory") or {"trustedActors": [], "trustedKinds": []}
+    doc["memory"] = {
+        "trustedActors": sorted({*memory["trustedActors"], *actors}),
+        "trustedKinds": sorted({*memory["trustedKinds"], *kinds}),
+    }
+    out = encode_indent(doc)
+    parse_policy(out)
+    return out
+
+
 def policy_context(commit: str, blob: bytes | None) -> PolicyContext:
     """The policy context at ``commit`` given the ``.hn/policy.json`` bytes there (or None)."""
     if blob is None:
@@ -148,4 +191,5 @@ __all__ = [
     "PolicyContext",
     "parse_policy",
     "policy_context",
+    "trusting",
 ]

@@ -18,7 +18,7 @@ empty lists as ``[]``; the index and recall outputs write some of them as ``null
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -61,7 +61,10 @@ class Relationship:
 
 @dataclass(frozen=True, slots=True)
 class MissingDependency:
-    """Something a memory names that is not available (§12–§14)."""
+    """Something a memory names that is not available (§12–§14).
+
+    ``operation`` is the owner's operation on ``lifecycle-target`` dependencies and "" on
+    anchor, query-commit and evidence dependencies (upstream omits it there)."""
 
     kind: str
     owner_id: str
@@ -162,9 +165,115 @@ class _Ancestry:
         return result
 
 
-def _dep(owner: VerifiedMemory, kind: str, missing: str, reason: str) -> MissingDependency:
-    env = owner.envelope
-    return MissingDependency(kind, owner.memory_id, env.stream, env.operation, missing, reason)
+def _dep(
+    owner: VerifiedMemory, kind: str, missing: str, reason: str, operation: str = ""
+) -> MissingDependency:
+    # Upstream names the owner's operation only on lifecycle-target dependencies; anchor and
+    # evidence dependencies of a row leave it out (omitempty).
+    return MissingDependency(kind, owner.memory_id, owner.envelope.stream, operation, missing,
+                             reason)  # fmt: skip
+
+
+# ------------------------------------------------------------------------- relationships
+
+
+@dataclass(frozen=True, slots=True)
+class Stub:
+    """What the relationship pass needs of one verified envelope (not its record)."""
+
+    memory_id: str
+    stream: str
+    actor: str
+    operation: str
+    target: str
+
+
+def stub(memory: VerifiedMemory) -> Stub:
+    """The relationship fields of a verified memory."""
+    env = memory.envelope
+    return Stub(memory.memory_id, env.stream, env.actor, env.operation, env.target)
+
+
+@dataclass(frozen=True, slots=True)
+class Relations:
+    """The relationship pass over a verified set (§12): edges, lifecycle-target dependencies
+    and diagnostics, plus the edge lists of each target."""
+
+    relationships: tuple[Relationship, ...]
+    missing: tuple[MissingDependency, ...]  # lifecycle-target, in ID order of their owners
+    diagnostics: tuple[Diagnostic, ...]
+    successors: dict[str, tuple[str, ...]]
+    retractions: dict[str, tuple[str, ...]]
+    challengers: dict[str, tuple[str, ...]]
+    owned: dict[str, tuple[MissingDependency, ...]]  # lifecycle-target deps by owner
+
+    def lifecycle(self, memory_id: str, operation: str) -> str:
+        """The lifecycle of a record/supersede row, first match wins (§12)."""
+        if operation == "supersede" and memory_id in self.owned:
+            return "dependency-missing"
+        if memory_id in self.retractions:
+            return "retracted"
+        successors = self.successors.get(memory_id, ())
+        if len(successors) > 1:
+            return "branching"
+        return "superseded" if successors else "active"
+
+
+def relate(stubs: Iterable[Stub]) -> Relations:
+    """Examine every envelope that is not a ``record`` in ID order (§12).  Input order never
+    matters; duplicates (one memory reached from several refs) count once."""
+    by_id = {s.memory_id: s for s in stubs}
+    relationships: list[Relationship] = []
+    missing: list[MissingDependency] = []
+    diagnostics: list[Diagnostic] = []
+    buckets: dict[str, dict[str, list[str]]] = {
+        "supersede": {}, "retract": {}, "challenge": {}
+    }  # fmt: skip
+    owned: dict[str, tuple[MissingDependency, ...]] = {}
+    for mid in sorted(by_id):
+        env = by_id[mid]
+        if env.operation == "record":
+            continue
+        target_id = env.target
+        if not target_id:
+            diagnostics.append(Diagnostic(mid, "malformed-relationship", ""))
+            continue
+        if target_id == mid:
+            diagnostics.append(Diagnostic(mid, "self-target", target_id))
+            continue
+        target = by_id.get(target_id)
+        if target is None:
+            dep = MissingDependency("lifecycle-target", mid, env.stream, env.operation,
+                                    target_id, "target-unavailable")  # fmt: skip
+            missing.append(dep)
+            owned[mid] = (dep,)
+            continue
+        if target.operation not in ("record", "supersede"):
+            diagnostics.append(Diagnostic(mid, "wrong-target-kind", target_id))
+            continue
+        if env.operation in ("supersede", "retract") and env.actor != target.actor:
+            diagnostics.append(Diagnostic(mid, "actor-mismatch", target_id))
+            continue
+        relationships.append(Relationship(mid, env.stream, env.actor, env.operation, target_id))
+        buckets[env.operation].setdefault(target_id, []).append(mid)
+    relationships.sort(key=lambda r: (r.target_id, r.operation, r.memory_id))
+    diagnostics.sort(key=lambda d: (d.memory_id, d.code))
+
+    def frozen(bucket: dict[str, list[str]]) -> dict[str, tuple[str, ...]]:
+        return {target: tuple(sorted(ids)) for target, ids in bucket.items()}
+
+    return Relations(
+        relationships=tuple(relationships),
+        missing=tuple(missing),
+        diagnostics=tuple(diagnostics),
+        successors=frozen(buckets["supersede"]),
+        retractions=frozen(buckets["retract"]),
+        challengers=frozen(buckets["challenge"]),
+        owned=owned,
+    )
+
+
+# ------------------------------------------------------------------------- rows
 
 
 def _applicability(  # noqa: PLR0917 - internal helper with one call site
@@ -233,7 +342,7 @@ def _applicability(  # noqa: PLR0917 - internal helper with one call site
 
 
 def _evidence(
-    memory: VerifiedMemory, record: Record, probe: Probe, known_ids: set[str] | frozenset[str]
+    memory: VerifiedMemory, record: Record, probe: Probe, known_ids: Container[str]
 ) -> tuple[str, tuple[EvidenceDetail, ...], list[MissingDependency]]:
     details: list[EvidenceDetail] = []
     deps: list[MissingDependency] = []
@@ -277,6 +386,69 @@ def _dependency_key(d: MissingDependency) -> tuple[str, ...]:
     return (d.missing_id, d.kind, d.operation, d.owner_id, d.stream, d.reason)
 
 
+class RowJudge:
+    """Projects record/supersede memories one at a time at one query context, sharing the
+    commit-state and ancestry answers between rows.
+
+    ``at_commit`` is the query commit (None: each row's own anchor commit); ``subject`` and
+    ``path`` narrow applicability as recall's ``--subject``/``--path`` do ("": no narrowing).
+    """
+
+    def __init__(
+        self,
+        probe: Probe,
+        *,
+        at_commit: str | None,
+        policy: PolicyContext,
+        subject: str = "",
+        path: str = "",
+    ) -> None:
+        self._probe = probe
+        self._at = at_commit
+        self._policy = policy
+        self._subject = subject
+        self._path = path
+        self._ancestry = _Ancestry(probe)
+        self._states: dict[str, str] = {}
+
+    def row(self, memory: VerifiedMemory, relations: Relations, known_ids: Container[str]) -> Row:
+        """The row of one record or supersede memory.
+
+        ``known_ids`` answers whether a memory ID is in the verified set (memory evidence).
+        """
+        env = memory.envelope
+        record = env.record
+        if record is None:
+            raise ValueError("only record and supersede envelopes have rows")
+        mid = memory.memory_id
+        applicability, app_deps = _applicability(
+            memory, record, self._probe, self._ancestry, self._states, self._at,
+            self._subject, self._path,
+        )  # fmt: skip
+        evidence, details, ev_deps = _evidence(memory, record, self._probe, known_ids)
+        own = [*app_deps, *ev_deps, *relations.owned.get(mid, ())]
+        return Row(
+            id=mid,
+            stream=env.stream,
+            actor=env.actor,
+            operation=env.operation,
+            timestamp=env.timestamp,
+            kind=record.kind,
+            content_digest="sha256:" + hashlib.sha256(record.content.encode()).hexdigest(),
+            anchor=record.anchor,
+            lifecycle=relations.lifecycle(mid, env.operation),
+            challengers=relations.challengers.get(mid, ()),
+            successors=relations.successors.get(mid, ()),
+            retractions=relations.retractions.get(mid, ()),
+            applicability=applicability,
+            evidence=evidence,
+            evidence_details=details,
+            trust=self._policy.trust(env.actor, record.kind),
+            record=record,
+            dependencies=tuple(sorted(set(own), key=_dependency_key)),
+        )
+
+
 def project(
     memories: Iterable[VerifiedMemory],
     probe: Probe,
@@ -292,113 +464,33 @@ def project(
     ``path`` narrow applicability as recall's ``--subject``/``--path`` do (None or "": no
     narrowing).
     """
-    subject = subject or ""
-    path = path or ""
     by_id: dict[str, VerifiedMemory] = {}
     for memory in memories:
         seen = by_id.get(memory.memory_id)
         if seen is None or memory.commit < seen.commit:
             by_id[memory.memory_id] = memory
-    ordered = [by_id[k] for k in sorted(by_id)]
-    known = frozenset(by_id)
-
-    relationships: list[Relationship] = []
-    missing: list[MissingDependency] = []
-    diagnostics: list[Diagnostic] = []
-    successors: dict[str, list[str]] = {}
-    retractions: dict[str, list[str]] = {}
-    challengers: dict[str, list[str]] = {}
-    missing_target: set[str] = set()
-    for memory in ordered:
-        env = memory.envelope
-        if env.operation == "record":
-            continue
-        target_id = env.target
-        if not target_id:
-            diagnostics.append(Diagnostic(memory.memory_id, "malformed-relationship", ""))
-            continue
-        if target_id == memory.memory_id:
-            diagnostics.append(Diagnostic(memory.memory_id, "self-target", target_id))
-            continue
-        target = by_id.get(target_id)
-        if target is None:
-            missing.append(_dep(memory, "lifecycle-target", target_id, "target-unavailable"))
-            missing_target.add(memory.memory_id)
-            continue
-        if target.envelope.operation not in ("record", "supersede"):
-            diagnostics.append(Diagnostic(memory.memory_id, "wrong-target-kind", target_id))
-            continue
-        if env.operation in ("supersede", "retract") and env.actor != target.envelope.actor:
-            diagnostics.append(Diagnostic(memory.memory_id, "actor-mismatch", target_id))
-            continue
-        relationships.append(
-            Relationship(memory.memory_id, env.stream, env.actor, env.operation, target_id)
-        )
-        bucket = {"supersede": successors, "retract": retractions, "challenge": challengers}
-        bucket[env.operation].setdefault(target_id, []).append(memory.memory_id)
-
+    relations = relate(stub(m) for m in by_id.values())
+    judge = RowJudge(probe, at_commit=at_commit, policy=policy, subject=subject or "",
+                     path=path or "")  # fmt: skip
     rows: list[Row] = []
-    ancestry = _Ancestry(probe)
-    commit_states: dict[str, str] = {}
-    for memory in ordered:
-        env = memory.envelope
-        record = env.record
-        if env.operation not in ("record", "supersede") or record is None:
+    missing = list(relations.missing)
+    for mid in sorted(by_id):
+        memory = by_id[mid]
+        if memory.envelope.operation not in ("record", "supersede"):
             continue
-        mid = memory.memory_id
-        succ = tuple(sorted(successors.get(mid, ())))
-        retr = tuple(sorted(retractions.get(mid, ())))
-        if env.operation == "supersede" and mid in missing_target:
-            lifecycle = "dependency-missing"
-        elif retr:
-            lifecycle = "retracted"
-        elif len(succ) > 1:
-            lifecycle = "branching"
-        elif succ:
-            lifecycle = "superseded"
-        else:
-            lifecycle = "active"
-        applicability, app_deps = _applicability(
-            memory, record, probe, ancestry, commit_states, at_commit, subject, path
-        )
-        evidence, details, ev_deps = _evidence(memory, record, probe, known)
-        own_deps = app_deps + ev_deps
-        missing.extend(own_deps)
-        own_deps += [d for d in missing if d.owner_id == mid and d.kind == "lifecycle-target"]
-        rows.append(
-            Row(
-                id=mid,
-                stream=env.stream,
-                actor=env.actor,
-                operation=env.operation,
-                timestamp=env.timestamp,
-                kind=record.kind,
-                content_digest="sha256:" + hashlib.sha256(record.content.encode()).hexdigest(),
-                anchor=record.anchor,
-                lifecycle=lifecycle,
-                challengers=tuple(sorted(challengers.get(mid, ()))),
-                successors=succ,
-                retractions=retr,
-                applicability=applicability,
-                evidence=evidence,
-                evidence_details=details,
-                trust=policy.trust(env.actor, record.kind),
-                record=record,
-                dependencies=tuple(sorted(set(own_deps), key=_dependency_key)),
-            )
-        )
-    relationships.sort(key=lambda r: (r.target_id, r.operation, r.memory_id))
+        row = judge.row(memory, relations, by_id)
+        missing.extend(d for d in row.dependencies if d.kind != "lifecycle-target")
+        rows.append(row)
     unique_missing = sorted(
         set(missing), key=lambda d: (d.missing_id, d.owner_id, d.kind, d.operation)
     )
-    diagnostics.sort(key=lambda d: (d.memory_id, d.code))
     return Projection(
         policy_commit=policy.commit,
         policy_digest=policy.digest,
         rows=tuple(rows),
-        relationships=tuple(relationships),
+        relationships=relations.relationships,
         missing_dependencies=tuple(unique_missing),
-        diagnostics=tuple(diagnostics),
+        diagnostics=relations.diagnostics,
         _by_id={row.id: row for row in rows},
     )
 
@@ -420,15 +512,14 @@ def evidence_detail_wire(detail: EvidenceDetail) -> dict[str, Any]:
 
 
 def dependency_wire(dep: MissingDependency) -> dict[str, Any]:
-    """``{kind, ownerId, stream, operation, missingId, reason}``."""
-    return {
-        "kind": dep.kind,
-        "ownerId": dep.owner_id,
-        "stream": dep.stream,
-        "operation": dep.operation,
-        "missingId": dep.missing_id,
-        "reason": dep.reason,
-    }
+    """``{kind, ownerId, stream, operation∅, missingId, reason}`` (``operation`` only on
+    lifecycle-target dependencies, as upstream writes them)."""
+    out: dict[str, Any] = {"kind": dep.kind, "ownerId": dep.owner_id, "stream": dep.stream}
+    if dep.operation:
+        out["operation"] = dep.operation
+    out["missingId"] = dep.missing_id
+    out["reason"] = dep.reason
+    return out
 
 
 def relationship_wire(rel: Relationship) -> dict[str, Any]:
@@ -528,14 +619,19 @@ __all__ = [
     "MissingDependency",
     "Probe",
     "Projection",
+    "Relations",
     "Relationship",
     "Row",
+    "RowJudge",
+    "Stub",
     "dependency_wire",
     "diagnostic_wire",
     "evidence_detail_wire",
     "project",
     "projection_wire",
+    "relate",
     "relationship_wire",
     "row_parts",
     "row_wire",
+    "stub",
 ]

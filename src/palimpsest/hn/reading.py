@@ -17,8 +17,8 @@ import pygit2
 from palimpsest.errors import InvalidInput
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
-from palimpsest.hn.index import IndexContext, StaleIndex, open_index
-from palimpsest.hn.recall_query import RecallRequest, request_from_value
+from palimpsest.hn.index import StaleIndex, open_index
+from palimpsest.hn.recall.request import RecallRequest, request_from_value
 from palimpsest.hn.show import find_memory
 
 if TYPE_CHECKING:
@@ -69,16 +69,14 @@ def writers_of(
     """``[{memoryId, actor, actorName}]`` for each memory of a recall/grep page, in page order,
     from the signed envelopes (index rows carry only the actor ID).
 
-    The envelopes come from the index of the request's context (just brought up to date by the
-    recall), each hash and signature checked again; a damaged index falls back to verifying the
-    refs in full.
+    The envelopes come from the index (just brought up to date by the recall), each hash and
+    signature checked again; a damaged index falls back to verifying the refs in full.
     """
     page = [m["id"] for m in json.loads(envelope_json)["memories"]]
     if not page:
         return []
-    context = IndexContext(request.at_commit, request.subject, request.path)
     try:
-        with open_index(repo, context) as index:
+        with open_index(repo) as index:
             found = index.memories(page)
     except StaleIndex:
         wanted = set(page)

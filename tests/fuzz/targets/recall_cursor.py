@@ -9,7 +9,7 @@ Input: the first byte picks how the rest is used —
 - ``P``: the rest is a cursor *payload*; the harness wraps it with a correct base64url encoding
   and checksum, so the fuzzer reaches the JSON and digest checks behind the checksum.
 
-Both are checked with :func:`palimpsest.hn.recall_query.decode_cursor` for recall and for grep,
+Both are checked with :func:`palimpsest.hn.recall.request.decode_cursor` for recall and for grep,
 against the digests of one fixed request.
 
 Expected refusals: ``InvalidInput`` with code ``invalid-cursor``. Anything else is a finding.
@@ -29,7 +29,7 @@ from tests.fuzz.harness import Refused, Target, check, files, instrumented, refu
 
 with instrumented():
     from palimpsest.errors import InvalidInput
-    from palimpsest.hn.recall_query import (
+    from palimpsest.hn.recall.request import (
         GREP_CURSOR_TAG,
         RECALL_CURSOR_TAG,
         GrepSpec,

@@ -2,7 +2,7 @@
 """Fuzz target ``recall_request``: recall machine requests (``pal memory recall --input``, MCP).
 
 Input: the bytes of a ``RecallRequestV0`` document. They go to
-:func:`palimpsest.hn.recall_query.request_from_json` (the strict ``--input`` path) and, parsed by
+:func:`palimpsest.hn.recall.request.request_from_json` (the strict ``--input`` path) and, parsed by
 Python's lenient ``json.loads`` as a JSON-RPC layer may hand them over (lone surrogates,
 ``NaN``, duplicate keys), to :func:`request_from_value` (the MCP tools' path).
 
@@ -26,7 +26,7 @@ from tests.fuzz.harness import Refused, Target, check, files, instrumented, refu
 with instrumented():
     from palimpsest.canonical import encode
     from palimpsest.errors import InvalidInput
-    from palimpsest.hn.recall_query import (
+    from palimpsest.hn.recall.request import (
         LIFECYCLES,
         TRUSTS,
         GrepSpec,

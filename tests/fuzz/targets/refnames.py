@@ -3,7 +3,7 @@
 
 Input: bytes as ``git ls-remote --refs`` prints them for a remote (``<oid> TAB <ref>`` lines):
 a hostile remote chooses every ref name. They go to
-:func:`palimpsest.hn.replication_git.parse_advertisement`; every line's ref name also goes to
+:func:`palimpsest.hn.replication.transport.parse_advertisement`; every line's ref name also goes to
 :func:`palimpsest.hn.store.parse_memory_ref` and its first path component to both remote-name
 validators (``store.valid_remote_name`` and ``replication_selection.validate_remote``).
 
@@ -24,8 +24,8 @@ from tests.fuzz.harness import Refused, Target, check, files, instrumented, refu
 
 with instrumented():
     from palimpsest.errors import InvalidInput, Unavailable
-    from palimpsest.hn.replication_git import MEMORY_PREFIX, parse_advertisement
-    from palimpsest.hn.replication_selection import validate_remote
+    from palimpsest.hn.replication.selection import validate_remote
+    from palimpsest.hn.replication.transport import MEMORY_PREFIX, parse_advertisement
     from palimpsest.hn.store import (
         local_ref_name,
         parse_memory_ref,

@@ -2,7 +2,7 @@
 """Fuzz target ``selection``: the replication selection file (hn-memory-v0.md §20.1).
 
 Input: the bytes of ``<git-dir>/hn/replication/selections/<remote>.json`` as a user, a tool or an
-old version left them, parsed by :func:`palimpsest.hn.replication_selection.decode_selection`
+old version left them, parsed by :func:`palimpsest.hn.replication.selection.decode_selection`
 for the remote ``origin`` and, again, for ``up.stream-1``.
 
 Expected refusals: ``InvalidInput`` with code ``invalid-json``, ``bad-selection``,
@@ -24,7 +24,7 @@ from tests.fuzz.harness import Refused, Target, check, files, instrumented, refu
 
 with instrumented():
     from palimpsest.errors import InvalidInput
-    from palimpsest.hn.replication_selection import (
+    from palimpsest.hn.replication.selection import (
         Selection,
         build_selection,
         decode_selection,

@@ -24,7 +24,7 @@ from typing import Any
 
 from palimpsest.canonical import decode, encode
 from palimpsest.errors import InvalidInput
-from palimpsest.hn.envelope import (
+from palimpsest.hn.ids import (
     HEX64,
     KINDS,
     OBJECT_ID,

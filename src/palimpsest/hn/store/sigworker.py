@@ -1,7 +1,8 @@
-"""Ed25519 verification worker for the repo-memory reader (``python -m palimpsest.hn.sigworker``).
+"""Ed25519 verification worker for the repo-memory reader.
 
-A child process started by :mod:`palimpsest.hn.sigpool`.  It reads batches on stdin and answers
-each with one verdict byte per item (1 = the signature verifies) on stdout, in order, until
+Run as ``python -m palimpsest.hn.store.sigworker``, a child process started by
+:mod:`palimpsest.hn.store.sigpool`.  It reads batches on stdin and answers each with one verdict
+byte per item (1 = the signature verifies) on stdout, in order, until
 stdin closes.  It does nothing else: every other check (tree, blobs, strict decoding, key
 encoding and weak keys, continuity) stays in the reader, and the reader re-checks any ``0`` in
 its own process before it reports a failure.

@@ -1,6 +1,6 @@
 """Git transport for replication: advertisement, quarantine, fetch, measurement, promotion, push.
 
-This is the I/O shell of :mod:`palimpsest.hn.replication` and, with ``hn/store.py``, one of the
+This is the I/O shell of :mod:`palimpsest.hn.replication` and, with ``hn/store/``, one of the
 only places that runs Git.  Every subprocess gets a scrubbed environment (security-tests.md §3
 C16): no inherited ``GIT_*`` variables, system and global configuration disabled, lazy fetching
 disabled (``GIT_NO_LAZY_FETCH=1``), no terminal prompts, hooks and fsmonitor neutralised and the
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from palimpsest.errors import Conflict, InvalidInput, Unavailable
-from palimpsest.hn.replication_selection import ensure_private_dir, is_hex64
+from palimpsest.hn.replication.selection import ensure_private_dir, is_hex64
 
 _HARDENING = (
     "-c", "core.hooksPath=/dev/null",

@@ -12,10 +12,8 @@ import secrets
 import stat
 from pathlib import Path
 
-import pygit2
-
 from palimpsest.errors import Unavailable
-from palimpsest.hn.index_schema import KEY_NAME, TEMP_PREFIX
+from palimpsest.hn.index.schema import KEY_NAME, TEMP_PREFIX
 
 
 def unsafe(message: str) -> Unavailable:
@@ -42,9 +40,9 @@ def _private_dir(path: Path) -> None:
         os.chmod(path, 0o700)
 
 
-def index_dir(repo: pygit2.Repository) -> Path:
+def index_dir(git_dir: str | Path) -> Path:
     """``<git-dir>/hn/memory``, created owner-only; symlinked or foreign paths are refused."""
-    raw = Path(repo.path.rstrip("/"))
+    raw = Path(str(git_dir).rstrip("/"))
     if raw.is_symlink():
         raise unsafe(f"{raw} is a symlink; refusing a symlinked git dir")
     base = raw / "hn"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from palimpsest.hn.replication_git import Measurement
+from palimpsest.hn.replication.transport import Measurement
 
 FAILED = ("over-budget", "structurally-invalid", "dependency-missing", "relationship-invalid")
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, PalError
-from palimpsest.hn import replication_git as rgit
-from palimpsest.hn.replication_selection import ensure_private_dir
+from palimpsest.hn.replication import transport as rgit
+from palimpsest.hn.replication.selection import ensure_private_dir
 
 KILL_ENV = "PAL_TEST_SYNC_KILL_AT"
 PHASES = (

@@ -80,6 +80,18 @@ class RepoProbe:
             return None
         return tuple(str(p) for p in obj.parent_ids)  # type: ignore[attr-defined]
 
+    def descends(self, commit: str, ancestor: str) -> bool | None:
+        """Whether ``ancestor`` is a proper ancestor of ``commit`` (libgit2's graph walk, in C);
+        None when it cannot tell (an object on the way is missing or the IDs are not
+        commits)."""
+        first, second = self._oid(commit), self._oid(ancestor)
+        if first is None or second is None:
+            return None
+        try:
+            return bool(self._repo.descendant_of(first, second))
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+
     def has_event(self, event_id: str) -> bool:
         """Accepted ``hn/0`` collaboration events: this project carries none (§14)."""
         return False
@@ -89,17 +101,41 @@ def policy_blob(repo: pygit2.Repository, commit: str) -> bytes | None:
     """The bytes of ``.hn/policy.json`` in the tree of ``commit``, or None when absent.
 
     Raises:
-        InvalidInput: the path exists but is not a blob (an invalid policy).
+        InvalidInput: the path exists but is not a blob (an invalid policy), or ``commit``
+            names another kind of object.
+        KeyError: ``commit`` is not in the repository.
+    """
+    return policy_at(repo, commit)[1]
+
+
+def policy_at(repo: pygit2.Repository, commit: str) -> tuple[str, bytes | None]:
+    """The ID of the ``.hn`` tree in ``commit`` ("" when there is none) and the bytes of
+    ``.hn/policy.json`` there (None when absent).
+
+    Raises:
+        InvalidInput: as :func:`policy_blob`.
+        KeyError: ``commit`` is not in the repository.
     """
     obj = repo[pygit2.Oid(hex=commit)]
+    if obj.type != _OBJ_COMMIT:
+        raise InvalidInput(
+            f"query commit {commit} is not a commit", code="invalid-revision",
+            hint="name a commit with --at (or atCommit)",
+        )  # fmt: skip
+    tree = obj.tree
     try:
-        entry = obj.tree[POLICY_PATH]
+        hn = tree[POLICY_PATH.split("/", maxsplit=1)[0]]
     except KeyError:
-        return None
+        return "", None
+    tree_id = str(hn.id) if hn.type == _OBJ_TREE else ""
+    try:
+        entry = tree[POLICY_PATH]
+    except KeyError:
+        return tree_id, None
     if entry.type != _OBJ_BLOB:
         raise InvalidInput(".hn/policy.json is not a file", code="invalid-policy")
     data: bytes = repo.odb.read(entry.id)[1]
-    return data
+    return tree_id, data
 
 
 def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
@@ -118,4 +154,4 @@ def resolve_commit(repo: pygit2.Repository, rev: str) -> str:
     return str(commit.id)
 
 
-__all__ = ["POLICY_PATH", "RepoProbe", "policy_blob", "resolve_commit"]
+__all__ = ["POLICY_PATH", "RepoProbe", "policy_at", "policy_blob", "resolve_commit"]

@@ -2,8 +2,8 @@
 
 The reader (:mod:`palimpsest.hn.store`) makes every check of hn-memory-v0.md §11 itself, in
 order, except the curve arithmetic of each signature, which it hands to
-:class:`DeferredSignatures`: batches go to a few ``python -m palimpsest.hn.sigworker`` children
-while the reader reads and decodes the next memories.  The outcome never depends on timing:
+:class:`DeferredSignatures`: batches go to a few ``python -m palimpsest.hn.store.sigworker``
+children while the reader reads and decodes the next memories.  The outcome never depends on timing:
 
 - every signature is verified exactly once before the reader returns anything;
 - a ``0`` verdict is re-checked in the reader's own process, and only that check can fail a
@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from palimpsest.hn.envelope import signature_valid
-from palimpsest.hn.sigworker import HEADER, ITEM
+from palimpsest.hn.store.sigworker import HEADER, ITEM
 
 MIN_POOL_MEMORIES = 2048
 MAX_AUTO_WORKERS = 2
@@ -44,7 +44,7 @@ BATCH = 32
 # while it could be decoding; a single larger payload still goes, as a batch of its own.
 BATCH_BYTES = 24 * 1024
 MAX_OUTSTANDING = 2
-WORKER_COMMAND = ("-m", "palimpsest.hn.sigworker")
+WORKER_COMMAND = ("-m", "palimpsest.hn.store.sigworker")
 
 # (raw key, raw signature, payload, caller's tag, position in reader order)
 _Item = tuple[bytes, bytes, bytes, Any, int]

@@ -33,12 +33,12 @@ from typing import Any
 import pygit2
 
 from palimpsest.errors import Conflict, InvalidInput
-from palimpsest.hn import replication_git as rgit
 from palimpsest.hn import store
 from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.hn.policy import policy_context
 from palimpsest.hn.projection import project
-from palimpsest.hn.replication_report import (
+from palimpsest.hn.replication import transport as rgit
+from palimpsest.hn.replication.report import (
     FAILED,
     Dependency,
     PublishOutcome,
@@ -47,7 +47,7 @@ from palimpsest.hn.replication_report import (
     SyncReport,
     redact_url,
 )
-from palimpsest.hn.replication_selection import (
+from palimpsest.hn.replication.selection import (
     Selection,
     ensure_private_dir,
     load_selection,
@@ -57,7 +57,7 @@ from palimpsest.hn.replication_selection import (
     selections_dir,
     validate_remote,
 )
-from palimpsest.hn.replication_txn import (
+from palimpsest.hn.replication.txn import (
     KILL_ENV,
     PHASES,
     checkpoint,
@@ -158,7 +158,7 @@ def _validate(
     base = _load_base(main_repo, {w.accepted_ref for w in candidates})
     for index, w in enumerate(candidates, start=1):
         if progress:
-            progress("validate", index, len(candidates))
+            progress("Verifying streams", index, len(candidates))
         ref = store.MemoryRef(
             name=f"{rgit.QUARANTINE_PREFIX}{w.item.actor}/{w.item.stream_hex}",
             actor=w.item.actor,
@@ -368,10 +368,10 @@ def sync(
                         hint="run the command again",
                     )
             checkpoint("validated")
-            _promote(git_dir, quarantine, work, remote, main_repo)
+            _promote(git_dir, quarantine, work, remote, progress)
         finally:
             rgit.discard_quarantine(quarantine)
-        published = _publish(main_repo, git_dir, remote) if publish else []
+        published = _publish(main_repo, git_dir, remote, progress) if publish else []
         checkpoint("published")
     outcomes = sorted([*early, *(w.outcome() for w in work)], key=lambda o: (o.stream, o.actor))
     return SyncReport(
@@ -410,7 +410,7 @@ def _fetch_and_measure(
         quarantine, url, [w.item for w in wanted], full_history=full_history) is None  # fmt: skip
     for index, w in enumerate(wanted, start=1):
         if progress:
-            progress("fetch", index, len(wanted))
+            progress("Fetching streams", index, len(wanted))
         problem = None if batch_ok else rgit.fetch_into_quarantine(
             quarantine, url, [w.item], full_history=full_history)  # fmt: skip
         if problem is None and rgit.resolve_ref(quarantine.path, quarantine.ref(
@@ -423,7 +423,7 @@ def _fetch_and_measure(
     checkpoint("fetched")
     for index, w in enumerate(work, start=1):
         if progress:
-            progress("measure", index, len(work))
+            progress("Measuring streams", index, len(work))
         if w.status != "fetched":
             continue
         m = rgit.measure(quarantine.path, w.item.oid, w.previous_head,
@@ -450,10 +450,15 @@ def _promote(
     quarantine: rgit.Quarantine,
     work: list[_Work],
     remote: str,
-    main_repo: pygit2.Repository,
+    progress: Progress | None,
 ) -> None:
     """Copy the objects of promotable streams and move their refs in one transaction."""
     ready = [w for w in work if w.status == "promotable"]
+
+    def step(done: int) -> None:
+        if progress and ready:
+            progress("Promoting streams", done, 2)
+
     updates = [rgit.RefUpdate(ref=w.accepted_ref, new=w.item.oid, old=w.previous_head)
                for w in ready]  # fmt: skip
     directory = transactions_dir(git_dir)
@@ -462,9 +467,11 @@ def _promote(
     if updates:
         write_private(record, transaction_doc(quarantine.txn, remote, "pending", updates))
     checkpoint("recorded")
+    step(0)
     rgit.copy_objects(git_dir, quarantine, [quarantine.ref(w.item.actor, w.item.stream_hex)
                                             for w in ready])  # fmt: skip
     checkpoint("copied")
+    step(1)
     zero = "0" * len(ready[0].item.oid) if ready else ""
     rgit.update_refs_atomically(
         git_dir,
@@ -477,10 +484,13 @@ def _promote(
         write_private(record, transaction_doc(quarantine.txn, remote, "committed", updates))
     for w in ready:
         w.status = "promoted"
+    step(2)
     checkpoint("committed")
 
 
-def _publish(repo: pygit2.Repository, git_dir: Path, remote: str) -> list[PublishOutcome]:
+def _publish(
+    repo: pygit2.Repository, git_dir: Path, remote: str, progress: Progress | None
+) -> list[PublishOutcome]:
     """Push every verified local memory ref with an explicit, non-forced refspec (§20.4)."""
     try:
         refs = [ref for ref in store.list_memory_refs(repo) if ref.remote is None]
@@ -491,7 +501,7 @@ def _publish(repo: pygit2.Repository, git_dir: Path, remote: str) -> list[Publis
         return []
     url = rgit.remote_url(git_dir, remote, push=True)
     out: list[PublishOutcome] = []
-    for ref in refs:
+    for done, ref in enumerate(refs, start=1):
         try:
             store.load_stream(repo, ref)
         except InvalidInput as exc:
@@ -499,6 +509,8 @@ def _publish(repo: pygit2.Repository, git_dir: Path, remote: str) -> list[Publis
             continue
         status, why = rgit.push_ref(git_dir, url, ref.name)
         out.append(PublishOutcome(ref.name, status, why))
+        if progress:
+            progress("Publishing streams", done, len(refs))
     return out
 
 
