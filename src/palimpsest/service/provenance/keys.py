@@ -24,10 +24,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from palimpsest import canonical
 from palimpsest.errors import NotFound, Unavailable
 from palimpsest.identity import (
     Identity,
+    b64_nopad,
     export_document,
     import_document,
     new_identity,
@@ -66,21 +69,27 @@ class ServerKeys:
     def __init__(self, data_dir: Path) -> None:
         self._dir = Path(data_dir) / DIRECTORY
         self._lock = threading.Lock()
-        self._cached: tuple[tuple[int, int, int], Identity] | None = None
+        self._path = str(self._dir / KEY_FILE)
+        # (file stamp, identity, its OpenSSL key object, its public key text): signing on
+        # every write, the key object is made once, not once per signature
+        self._cached: tuple[tuple[int, int, int], Identity, Ed25519PrivateKey, str] | None = None
 
     def _stamp(self) -> tuple[int, int, int] | None:
         try:
-            info = os.stat(self._dir / KEY_FILE)
+            info = os.stat(self._path)
         except FileNotFoundError:
             return None
         return (info.st_ino, info.st_size, info.st_mtime_ns)
 
     def active(self) -> Identity:
         """The identity that signs now (made, with its published entry, on first use)."""
+        return self._current()[1]
+
+    def _current(self) -> tuple[tuple[int, int, int], Identity, Ed25519PrivateKey, str]:
         with self._lock:
             stamp = self._stamp()
             if self._cached is not None and self._cached[0] == stamp:
-                return self._cached[1]
+                return self._cached
             if stamp is None:
                 with self._exclusive():
                     if self._stamp() is None:  # another process may have made it meanwhile
@@ -91,13 +100,16 @@ class ServerKeys:
                 raise Unavailable("the server key is not in the published key set",
                                   code="memory_unavailable",
                                   hint="rotate it with `pal admin key rotate`")
-            self._cached = ((stamp or (0, 0, 0)), identity)
-            return identity
+            self._cached = ((stamp or (0, 0, 0)), identity,
+                            Ed25519PrivateKey.from_private_bytes(identity.seed),
+                            identity.public_key_text)
+            return self._cached
 
     def sign(self, cs: Changeset, data: bytes) -> list[Signature]:
         """The server's signature over a changeset's canonical bytes (the store's signer)."""
         del cs  # the bytes are the changeset; the id is their digest
-        return [signing.sign(self.active(), data)]
+        _, _, key, public = self._current()
+        return [Signature(signing.SERVER, signing.SERVER, public, b64_nopad(key.sign(data)))]
 
     def _entries(self) -> list[Wire]:
         path = self._dir / PUBLISHED_FILE
