@@ -55,15 +55,15 @@ def _schema_cases(memory: str, record: str) -> list[tuple[str, dict[str, Any], s
          "memory_invalid: `text` must be at most 4000 characters"),
         ("memory_recall", {**recall, "lmit": 5},
          "memory_invalid: `lmit` is not an argument of memory_recall; send only memory, "
-         "query, text, filters, types, depth, limit"),
+         "query, text, filters, types, depth, limit, include"),
         ("memory_recall", {**recall, "lim\u202eit": 5},
          "memory_invalid: `lim?it` is not an argument of memory_recall; send only memory, "
-         "query, text, filters, types, depth, limit"),
+         "query, text, filters, types, depth, limit, include"),
         ("memory_graph", {"memory": memory, "hops": 4},
          "memory_invalid: `hops` must be an integer from 0 to 3"),
         ("memory_get", {"memory": memory, "record": record, "version": 1},
          "memory_invalid: `version` is not an argument of memory_get; send only memory, "
-         "record, history"),
+         "record, history, include"),
         ("memory_get", {"memory": memory, "record": record, "history": "yes"},
          "memory_invalid: `history` must be true or false"),
         ("memory_list", {"memory": 7}, "memory_invalid: `memory` must be a string"),

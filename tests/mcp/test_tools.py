@@ -70,11 +70,11 @@ def test_every_schema_uses_the_shared_memory_property() -> None:
         ("memory_list", ["memory"], []),
         (
             "memory_recall",
-            ["memory", "query", "text", "filters", "types", "depth", "limit"],
+            ["memory", "query", "text", "filters", "types", "depth", "limit", "include"],
             ["memory"],
         ),
-        ("memory_graph", ["memory", "record", "hops", "types"], ["memory"]),
-        ("memory_get", ["memory", "record", "history"], ["memory", "record"]),
+        ("memory_graph", ["memory", "record", "hops", "types", "include"], ["memory"]),
+        ("memory_get", ["memory", "record", "history", "include"], ["memory", "record"]),
         ("memory_remember", ["memory", "type", "title", "content", "attributes", "references"], []),
         (
             "memory_revise",

@@ -369,3 +369,36 @@ def test_erase_of_a_record_that_came_through_a_reviewed_write(world: World) -> N
     assert_rebuild_equal(world)
     world.svc.close()
     assert grep_data_dir(world.data, "Quokkafern", "Wexhollow") == []
+
+
+@pytest.mark.parametrize("strategy", ["fast_forward", "merge_commit", "cherry_pick"])
+def test_erase_after_each_merge_strategy_is_true_and_rebuild_stays_equal(
+        world: World, strategy: str) -> None:
+    cs = world.bob_commit("c1", add(SECRET, memory_id="secret", summary="Wexhollow"),
+                          add("Bins go out Tuesday", memory_id="bins"))
+    world.bob_commit("c2", {"op_type": "attach_evidence", "target_event_id": "secret",
+                            "payload": {"kind": "note", "note": "Quokkafern seen"}})
+    if strategy == "merge_commit":  # accepted memory moves on meanwhile
+        world.svc.remember(world.alice, world.mem, {"content": "Office closed Monday"})
+    selected = [f"{cs['changeset_id']}:0"] if strategy == "cherry_pick" else None
+    assert world.merge("p1", selected=selected) == strategy
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern", "Wexhollow")  # the scenario did write them
+    # a cherry-pick derives a new op (and record id) from the branch's: the memory holds the
+    # picked record, not "secret", and the branch's payloads it came from go with it
+    held = [r["id"] for r in world.svc.list_records(world.alice, world.mem)["data"]
+            if r["content"][0]["text"] == SECRET]
+    assert held == (["secret"] if strategy != "cherry_pick" else held) and len(held) == 1
+    if strategy == "cherry_pick":
+        assert world.svc.erase(world.alice, world.mem, {"record_ids": ["secret"]}) == {
+            "object": "memory.erasure", "erased": [], "unreachable": ["secret"]}
+        assert stored_texts(world, "Quokkafern")  # nothing was taken for an id not held
+    out = world.svc.erase(world.alice, world.mem, {"record_ids": held})
+    assert out["erased"] == held and out["unreachable"] == []
+    with pytest.raises(NotFound):
+        world.svc.get_record(world.alice, world.mem, held[0])
+    assert_rebuild_equal(world)
+    assert stored_texts(world, "Quokkafern", "Wexhollow") == []
+    # what the record never held is untouched
+    if strategy != "cherry_pick":
+        assert world.svc.get_record(world.alice, world.mem, "bins")["version"] == 1

@@ -25,7 +25,15 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from palimpsest.api import apidocs, errors, memory_git, routes_memories, routes_ops, routes_records
+from palimpsest.api import (
+    apidocs,
+    errors,
+    memory_git,
+    routes_memories,
+    routes_ops,
+    routes_provenance,
+    routes_records,
+)
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.mcp_mount import mount_mcp
@@ -82,7 +90,7 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     app.add_middleware(Guard, config=config.guard, authenticate=authenticate,
                        fast=remember_fast_path(svc, run) if config.fast_paths else None)
     _install_error_handlers(app)
-    for module in (routes_memories, routes_records, routes_ops):
+    for module in (routes_memories, routes_records, routes_ops, routes_provenance):
         app.include_router(module.router)
     memory_git.install(app, svc)  # Memory Git + Lethe-compatible /api/memory routes
     # The review desk: cookie sessions instead of bearer headers (the guard's session_prefix),

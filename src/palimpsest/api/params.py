@@ -6,7 +6,7 @@ before the service is called. Ids are opaque to the API: their syntax is the ser
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import Depends, Header, Path, Query, Request
 
@@ -25,7 +25,12 @@ AsOf = Annotated[
     str | None,
     Query(min_length=1, max_length=64, description="Read as it stood at this instant"),
 ]
-Include = Annotated[Literal["active", "all"], Query()]
+Include = Annotated[str, Query(
+    pattern=r"^(?:active|all|provenance)(?:,(?:active|all|provenance))*$",
+    description="active or all; add provenance (comma-separated) for a receipt on every "
+                "record")]
+Provenance = Annotated[str | None, Query(
+    pattern=r"^provenance$", description="provenance: a receipt on every record")]
 TypeFilter = Annotated[str | None, Query(min_length=1, max_length=100, alias="type")]
 IdempotencyKey = Annotated[
     str | None,
@@ -67,6 +72,7 @@ __all__ = [
     "MemoryId",
     "ObjectId",
     "PartIndex",
+    "Provenance",
     "QueryName",
     "RecordId",
     "TypeFilter",

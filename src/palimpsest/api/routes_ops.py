@@ -14,6 +14,7 @@ from palimpsest.api.params import (
     IdempotencyKey,
     MemoryId,
     ObjectId,
+    Provenance,
     QueryName,
     RecordId,
 )
@@ -46,10 +47,12 @@ async def prime(
     memory_id: MemoryId,
     ctx: Context,
     budget: Annotated[int, Query(ge=1, le=1_000_000, description="Token budget")] = 4000,
+    include: Provenance = None,
 ) -> Response:
     """Standing records (active, ``attributes.standing`` true) within a token budget — a
     project extension the requirements add to the chapter (uhp-memories.md §10)."""
-    return json_response(await ctx.run.run(ctx.svc.prime, ctx.caller, memory_id, budget))
+    return json_response(await ctx.run.run(ctx.svc.prime, ctx.caller, memory_id, budget,
+                                           include=include))
 
 
 @router.get("/v1/memories/{memory_id}/queries", tags=["queries"], responses=ok("QueryList"),

@@ -21,6 +21,7 @@ from palimpsest.api.params import (
     MemoryId,
     ObjectId,
     PartIndex,
+    Provenance,
     RecordId,
     TypeFilter,
 )
@@ -64,10 +65,10 @@ async def list_records(memory_id: MemoryId, ctx: Context, *, type_: TypeFilter =
 @router.get("/v1/memories/{memory_id}/records/{record_id}", tags=["records"],
             responses=ok("Record"), response_class=Response)
 async def get_record(memory_id: MemoryId, record_id: RecordId, ctx: Context,
-                     as_of: AsOf = None) -> Response:
+                     as_of: AsOf = None, include: Provenance = None) -> Response:
     """One record of this memory (another memory's record is not found here)."""
     return json_response(await ctx.run.run(
-        ctx.svc.get_record, ctx.caller, memory_id, record_id, as_of=as_of))
+        ctx.svc.get_record, ctx.caller, memory_id, record_id, as_of=as_of, include=include))
 
 
 @router.get("/v1/memories/{memory_id}/records/{record_id}/history", tags=["records"],

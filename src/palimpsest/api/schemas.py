@@ -36,6 +36,9 @@ def ref(name: str) -> Schema:
 
 
 _WRITER = _obj(["kind", "id"], kind=_STR, id=_STR, type=_STR)
+_SIGNATURE = _obj(["role", "signer", "key_id", "public_key", "signature"],
+                  role={"enum": ["server", "member"]}, signer=_STR, key_id=_STR,
+                  public_key=_STR, algorithm={"const": "ed25519"}, signature=_STR)
 _NAV = _obj(["id", "name"], id=_STR, name=_STR, description=_STR, records=_COUNT)
 
 SCHEMAS: dict[str, Schema] = {
@@ -122,6 +125,24 @@ SCHEMAS: dict[str, Schema] = {
                             data={"type": "array", "items": _obj(["id", "name"], id=_STR,
                                                                  name=_STR, privileges=_PRIVS,
                                                                  default={"type": "boolean"})}),
+    "ProvenanceKeys": _obj(["object", "keys"], object={"const": "provenance.keys"},
+                           algorithm={"const": "ed25519"}, signs=_STR,
+                           keys={"type": "array", "items": _obj(
+                               ["key_id", "public_key", "status"], key_id=_STR,
+                               public_key=_STR, algorithm=_STR,
+                               status={"enum": ["active", "retired"]}, created_at=_STR,
+                               retired_at=_NSTR)}),
+    "MemberKey": _obj(["object", "member_id", "key_id", "public_key", "revoked"],
+                      object={"const": "member.key"}, member_id=_STR, key_id=_STR,
+                      public_key=_STR, algorithm=_STR, revoked={"type": "boolean"},
+                      createdAt=_INT),
+    "MemberKeyList": _list_of("MemberKey"),
+    "Signature": _SIGNATURE,
+    "ChangesetSignatures": _obj(["object", "changeset_id", "canonical", "signatures"],
+                                object={"const": "memory.changeset.signatures"},
+                                changeset_id=_STR, memory_id=_STR, author=_STR,
+                                canonical=_STR,
+                                signatures={"type": "array", "items": ref("Signature")}),
 }
 
 

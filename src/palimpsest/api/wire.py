@@ -173,6 +173,10 @@ class Erase(Strict):
 FilterOp = Annotated[str, StringConstraints(pattern=f"^(?:{'|'.join(bounds.FILTER_OPS)})$")]
 
 
+# ``include`` as a list: the status (active | all) and provenance (a receipt on every record).
+IncludeList = Annotated[list[Literal["active", "all", "provenance"]], Field(max_length=3)]
+
+
 class Condition(Strict):
     """``{field, op, value}`` over ``type``, ``attributes.*`` or ``time.*`` (``value`` may be
     left out only for ``exists``)."""
@@ -210,7 +214,7 @@ class Recall(Strict):
     filters: Filter | None = None
     types: Types | None = None
     as_of: Instant | None = None
-    include: Literal["active", "all"] | None = None
+    include: Literal["active", "all"] | IncludeList | None = None
     depth: Annotated[int, Field(ge=0, le=1000)] | None = None
     limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
@@ -222,6 +226,7 @@ class Graph(Strict):
 
     around: Id | None = None
     hops: Annotated[int, Field(ge=0, le=3)] = 1
+    include: Annotated[list[Literal["provenance"]], Field(max_length=1)] | None = None
     types: Types | None = None
     limit: Annotated[int, Field(ge=1, le=1000)] = 200
 
@@ -276,6 +281,25 @@ class HarnessMemoriesPut(Strict):
     observe: bool | None = None
 
 
+# --- provenance ------------------------------------------------------------------------------
+
+B64Key = Annotated[str, StringConstraints(min_length=43, max_length=43)]
+B64Sig = Annotated[str, StringConstraints(min_length=86, max_length=86)]
+
+
+class KeyIn(Strict):
+    """``POST /v1/members/me/keys``: an Ed25519 public key, unpadded base64."""
+
+    public_key: B64Key
+
+
+class SignIn(Strict):
+    """``POST …/changesets/{id}/signatures``: the author's signature over the canonical bytes."""
+
+    public_key: B64Key
+    signature: B64Sig
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
     """The fields the client actually sent, under their wire names, as plain JSON values."""
     return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
@@ -288,6 +312,7 @@ __all__ = [
     "GrantPut",
     "Graph",
     "HarnessMemoriesPut",
+    "KeyIn",
     "MemoryCreate",
     "MemoryUpdate",
     "Observe",
@@ -296,6 +321,7 @@ __all__ = [
     "Recall",
     "Remember",
     "Revise",
+    "SignIn",
     "SnapshotCreate",
     "dump",
 ]

@@ -252,6 +252,40 @@ def grant_revoke(ctx: click.Context, memory_id: str, grant_id: str, as_member: s
     _emit(ctx, made, lambda: [f"removed grant {grant_id}"])
 
 
+# --- the server's signing key ----------------------------------------------------------------
+
+
+@command.group("key")
+def key() -> None:
+    """The server's Ed25519 signing key (docs/provenance.md)."""
+
+
+def _key_lines(doc: Wire) -> list[str]:
+    return [f"{k['status']:8} {k['key_id']}  {k['public_key']}  since {k['created_at']}"
+            + (f" until {k['retired_at']}" if k.get("retired_at") else "")
+            for k in doc["keys"]]
+
+
+@key.command("show")
+@click.pass_context
+def key_show(ctx: click.Context) -> None:
+    """Print the published key set (every public key that signed for this server): the file
+    `pal verify --keys` checks against, offline."""
+    with _service(ctx) as svc:
+        doc = svc.provenance_keys()
+    _emit(ctx, doc, lambda: _key_lines(doc))
+
+
+@key.command("rotate")
+@click.pass_context
+def key_rotate(ctx: click.Context) -> None:
+    """Make a new signing key; the old public key stays published (retired), so everything it
+    signed still verifies. A running server picks the new key up on its next write."""
+    with _service(ctx) as svc:
+        doc = svc.rotate_server_key()
+    _emit(ctx, doc, lambda: _key_lines(doc))
+
+
 # --- migrate ---------------------------------------------------------------------------------
 
 

@@ -120,6 +120,7 @@ def memory_recall(env: ToolEnv, args: dict[str, Any]) -> Any:
     _put(body, "filters", _obj(args, "filters"))
     _put(body, "types", _strs(args, "types"))
     _put(body, "depth", _int(args, "depth"))
+    _put(body, "include", _strs(args, "include"))
     _put(body, "limit", _int(args, "limit"))
     return env.service.recall(env.caller, _memory(args), body)
 
@@ -130,6 +131,7 @@ def memory_graph(env: ToolEnv, args: dict[str, Any]) -> Any:
     _put(body, "around", _str(args, "record"))
     _put(body, "hops", _int(args, "hops"))
     _put(body, "types", _strs(args, "types"))
+    _put(body, "include", _strs(args, "include"))
     return env.service.graph(env.caller, _memory(args), body)
 
 
@@ -139,7 +141,7 @@ def memory_get(env: ToolEnv, args: dict[str, Any]) -> Any:
     assert record is not None  # noqa: S101
     if args.get("history") is True:
         return env.service.record_history(env.caller, memory, record)
-    return env.service.get_record(env.caller, memory, record)
+    return env.service.get_record(env.caller, memory, record, include=_strs(args, "include"))
 
 
 def _default_memory(env: ToolEnv) -> str:

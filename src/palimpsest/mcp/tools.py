@@ -68,6 +68,13 @@ class ToolSpec:
                 "additionalProperties": False}
 
 
+# ``include: ["provenance"]``: a signed receipt on every record (docs/provenance.md).
+INCLUDE_PROP: dict[str, Any] = {
+    "type": "array", "items": {"type": "string", "enum": ["provenance"]},
+    "description": "[\"provenance\"] adds to every record a signed receipt: the changeset "
+                   "that made it, its signatures, the writer and any review"}
+
+
 def _uhp(name: str, description: str, props: dict[str, Any], required: tuple[str, ...],
          writes: bool = False) -> ToolSpec:
     return ToolSpec(name, description, props, required, writes, "uhp")
@@ -89,15 +96,18 @@ UHP_TOOLS: tuple[ToolSpec, ...] = (
                       "{or:[…]}"},
           "types": _TYPES, "depth": {"type": "integer", "minimum": 0, "maximum": 1000},
           "limit": {"type": "integer", "minimum": RECALL_LIMIT[0], "maximum": RECALL_LIMIT[1],
-                    "default": 8}},
+                    "default": 8},
+          "include": INCLUDE_PROP},
          ("memory",)),
     _uhp("memory_graph",
          "Records and the references between them, around one record or across a memory.",
          {"memory": MEMORY_PROP, "record": _STR,
-          "hops": {"type": "integer", "minimum": 0, "maximum": 3}, "types": _TYPES},
+          "hops": {"type": "integer", "minimum": 0, "maximum": 3}, "types": _TYPES,
+          "include": INCLUDE_PROP},
          ("memory",)),
     _uhp("memory_get", "One record of a memory, optionally with its version history.",
-         {"memory": MEMORY_PROP, "record": _STR, "history": {"type": "boolean"}},
+         {"memory": MEMORY_PROP, "record": _STR, "history": {"type": "boolean"},
+          "include": INCLUDE_PROP},
          ("memory", "record")),
     _uhp("memory_remember",
          "Write a record. Without `memory` it goes to your default memory.",

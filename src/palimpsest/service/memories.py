@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, projection, providers, sessions
+from palimpsest.service import grouped, history, projection, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memorygit import dossier
@@ -64,6 +64,9 @@ from palimpsest.service.ops import (
     snapshots,
     tree,
 )
+from palimpsest.service.provenance import members as provenance
+from palimpsest.service.provenance.keys import ServerKeys
+from palimpsest.service.provenance.receipts import Receipts, split_include
 from palimpsest.service.storage import open_store
 from palimpsest.service.storage.protocol import ReviewStore
 
@@ -85,8 +88,14 @@ class MemoryService:
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
         self._store = open_store(self.data_dir, durability=durability)
+        # Every changeset the store accepts is signed by the server's identity, in the same
+        # transaction (docs/provenance.md).
+        self.server_keys = ServerKeys(self.data_dir)
+        self._store.set_signer(
+            lambda cs: self.server_keys.sign(cs, history.canonical_bytes(cs)))
         self._core = Core(self._store, clock)
         self._reviewed: ReviewedWrites | None = None  # Memory Git review gate, made on first use
+        self._receipts: Receipts | None = None  # made on the first read that asks for one
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -195,6 +204,48 @@ class MemoryService:
                 core.apply(cs, op)
 
         return self._store.review_store(), project
+
+    # --- provenance (docs/provenance.md) --------------------------------------------------------
+    def provenance_keys(self) -> Wire:
+        """The published key set: every public key that signed for this server."""
+        return self.server_keys.published()
+
+    def rotate_server_key(self) -> Wire:
+        """Make a new signing key; the old public key stays published (retired)."""
+        return self.server_keys.rotate()
+
+    def export_git(self, directory: Path, memory_id: str | None = None,
+                   progress: Callable[[int], None] | None = None) -> Wire:
+        """Operator: write the history of one memory (or all) as a new bare Git repository —
+        one commit per changeset with its canonical bytes and signatures, refs mirroring the
+        memory's, a signed statement of their heads (docs/provenance.md)."""
+        from palimpsest.service.provenance import export  # noqa: PLC0415 — pygit2, rare
+
+        return export.export(self._store, self.server_keys, directory, memory_id, progress)
+
+    def register_key(self, caller: Caller, body: Wire, *,
+                     idempotency_key: str | None = None) -> Wire:
+        """Register a public key the caller signs its own changesets with."""
+        return provenance.register_key(self._core, caller, body, idempotency_key)
+
+    def list_keys(self, caller: Caller) -> Wire:
+        """The caller's registered keys."""
+        return provenance.list_keys(self._core, caller)
+
+    def revoke_key(self, caller: Caller, key_id: str, *,
+                   idempotency_key: str | None = None) -> Wire:
+        """Stop one of the caller's keys from signing anything new."""
+        return provenance.revoke_key(self._core, caller, key_id, idempotency_key)
+
+    def changeset_signatures(self, caller: Caller, memory_id: str, changeset_id: str) -> Wire:
+        """A changeset's canonical bytes and its signatures."""
+        return provenance.changeset_signatures(self._core, caller, memory_id, changeset_id)
+
+    def sign_changeset(self, caller: Caller, memory_id: str, changeset_id: str,
+                       body: Wire, *, idempotency_key: str | None = None) -> Wire:
+        """Keep the author's own signature of its changeset (checked first)."""
+        return provenance.countersign(self._core, caller, memory_id, changeset_id, body,
+                                      idempotency_key)
 
     def rebuild(self, *, repair: bool = False) -> Wire:
         """Re-derive every projection (records, versions, search index) from the changesets,
@@ -316,18 +367,43 @@ class MemoryService:
         return self._reviewed
 
     def list_records(self, caller: Caller, memory_id: str, *, type: str | None = None,
-                     include: str = "active", as_of: str | None = None, limit: int = 50,
-                     cursor: str | None = None) -> Wire:
+                     include: str | list[str] = "active", as_of: str | None = None,
+                     limit: int = 50, cursor: str | None = None) -> Wire:
         """``GET /v1/memories/{id}/records`` (read) → ``{object:"list", data, next, parent?,
-        children}``; newest first; ``limit`` ≤ 200."""
-        return records.list_records(self._core, caller, memory_id, type=type, include=include,
-                                    as_of=as_of, limit=limit, cursor=cursor)
+        children}``; newest first; ``limit`` ≤ 200. ``include`` may add ``provenance``: a
+        receipt on every record (docs/provenance.md)."""
+        status, receipts = split_include(include)
+        answer = records.list_records(self._core, caller, memory_id, type=type,
+                                      include=status or "active", as_of=as_of, limit=limit,
+                                      cursor=cursor)
+        return self._with_receipts(caller, answer, receipts)
 
     def get_record(self, caller: Caller, memory_id: str, record_id: str, *,
-                   as_of: str | None = None) -> Wire:
+                   as_of: str | None = None, include: str | list[str] | None = None) -> Wire:
         """``GET /v1/memories/{id}/records/{rid}`` (read). A record of another memory asked
-        through this one raises memory_record_not_found."""
-        return records.get_record(self._core, caller, memory_id, record_id, as_of)
+        through this one raises memory_record_not_found. ``include: provenance`` adds the
+        record's receipt."""
+        _, receipts = split_include(include)
+        answer = records.get_record(self._core, caller, memory_id, record_id, as_of)
+        return self._with_receipts(caller, answer, receipts)
+
+    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
+        if not wanted:
+            return answer
+        if self._receipts is None:
+            self._receipts = Receipts(self._core, self.server_keys,
+                                      self._store.review_store)
+        return self._receipts.attach(caller, answer)
+
+    def _body_include(self, body: Wire) -> tuple[Wire, bool]:
+        """A read body's ``include`` less ``provenance`` (what the operation knows)."""
+        if not isinstance(body, dict) or "include" not in body:
+            return body, False
+        status, receipts = split_include(body["include"])
+        rest = {k: v for k, v in body.items() if k != "include"}
+        if status is not None:
+            rest["include"] = status
+        return rest, receipts
 
     def record_history(self, caller: Caller, memory_id: str, record_id: str) -> Wire:
         """``GET …/records/{rid}/history`` (read) → ``{object:"list", data:[versions oldest
@@ -387,6 +463,9 @@ class MemoryService:
         Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
         ``x.pal.pending``: the caller's own memories still waiting for review (its
         ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        body, receipts = self._body_include(body)
+        if receipts:
+            return self._with_receipts(caller, self.recall(caller, memory_id, body), True)
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
@@ -400,14 +479,21 @@ class MemoryService:
         return recall.recall(self._core, caller, memory_id, body)
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
-        """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8)."""
-        return graph.graph(self._core, caller, memory_id, body)
+        """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8); ``include:
+        ["provenance"]`` adds a receipt to every record node."""
+        body, receipts = self._body_include(body)
+        return self._with_receipts(caller, graph.graph(self._core, caller, memory_id, body),
+                                   receipts)
 
-    def prime(self, caller: Caller, memory_id: str, budget: int) -> Wire:
+    def prime(self, caller: Caller, memory_id: str, budget: int, *,
+              include: str | list[str] | None = None) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
-        (active, ``attributes.standing`` true) within ``budget`` tokens."""
-        return prime.prime(self._core, caller, memory_id, budget)
+        (active, ``attributes.standing`` true) within ``budget`` tokens; ``include:
+        provenance`` adds ``provenance``, a receipt per placed record."""
+        _, receipts = split_include(include)
+        return self._with_receipts(caller, prime.prime(self._core, caller, memory_id, budget),
+                                   receipts)
 
     def prime_preview(self, caller: Caller, memory_id: str, budget: int,
                       proposal_id: str) -> Wire:

@@ -11,6 +11,8 @@ maps a code to its HTTP status.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -531,6 +533,57 @@ class Changeset:
 CHANGESET_EXTRA: Final = ("persona_id", "actor_id", "surface", "model", "environment",
                           "session_id", "topic_id", "context_manifest_id", "evidence",
                           "verification")
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """An Ed25519 signature over a changeset's canonical bytes (the bytes its id digests).
+
+    ``role`` is ``server`` (the service's identity signs every changeset it accepts) or
+    ``member`` (the author signed it client-side with a key it registered); ``signer`` names
+    who: ``server`` or the member's grant form. Key and signature are unpadded base64, as in
+    repository memory; ``key_id`` is the key's fingerprint (hex SHA-256 of the raw key)."""
+
+    role: str
+    signer: str
+    public_key: str
+    signature: str
+
+    @property
+    def key_id(self) -> str:
+        """The fingerprint of the signing key."""
+        return hashlib.sha256(_key_bytes(self.public_key)).hexdigest()
+
+    def to_wire(self) -> Wire:
+        """``{role, signer, key_id, public_key, algorithm, signature}``."""
+        return {"role": self.role, "signer": self.signer, "key_id": self.key_id,
+                "public_key": self.public_key, "algorithm": "ed25519",
+                "signature": self.signature}
+
+
+def _key_bytes(text: str) -> bytes:
+    return base64.b64decode(text + "=" * (-len(text) % 4))
+
+
+@dataclass(frozen=True, slots=True)
+class MemberKey:
+    """A public key a member registered to sign its own changesets."""
+
+    member_id: str
+    public_key: str  # unpadded base64 of the raw 32 bytes
+    created_at: int  # epoch ms
+    revoked: bool = False
+
+    @property
+    def key_id(self) -> str:
+        """The key's fingerprint."""
+        return hashlib.sha256(_key_bytes(self.public_key)).hexdigest()
+
+    def to_wire(self) -> Wire:
+        """The key as the member's key list shows it."""
+        return {"object": "member.key", "member_id": self.member_id, "key_id": self.key_id,
+                "public_key": self.public_key, "algorithm": "ed25519",
+                "revoked": self.revoked, "createdAt": self.created_at}
 
 
 @dataclass(frozen=True, slots=True)

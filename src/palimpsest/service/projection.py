@@ -448,37 +448,49 @@ def _record_op(state: State, cs: Changeset, op: Op, seq: int) -> list[Change]:
 
 def carriers(changesets: Iterable[Changeset], record_id: str) -> tuple[list[str], set[str]]:
     """Where a record's bytes live in Memory Git history: the digests of the payloads that
-    made or revised it (on any ref, the source of a cherry-pick included), and the record ids
-    those ops name (stored responses naming them may carry the bytes too)."""
+    made or revised it (on any ref), and the record ids those ops name (stored responses
+    naming them may carry the bytes too). A record a cherry-pick made has the memory it was
+    picked from as a second name: what made or revised that one (on its branch) goes too."""
     by_id = {cs.id: cs for cs in changesets}
     found: dict[str, None] = {}
     names = {record_id}
-    picks: list[tuple[str, Op]] = []
-    for cs in by_id.values():
-        for op in cs.ops:
-            if op.payload_digest is None or op.payload is None:
-                continue
-            p = op.payload
-            if not ((op.op_type in MAKES and op.result == record_id)
-                    or (op.op_type in REVISES and op.target == record_id)
-                    or (op.op_type == "add_relationship"
-                        and p.get("from_memory_id") == record_id)):
-                continue
-            found[op.payload_digest] = None
-            source = p.get("cherrypicked_from")
-            if isinstance(source, str) and source in by_id:
-                picks.append((source, op))
-    for source, op in picks:
-        want = {k: v for k, v in (op.payload or {}).items() if k != "cherrypicked_from"}
-        for o in by_id[source].ops:
-            if (o.payload is not None and o.payload_digest is not None
-                    and (o.op_type, o.target) == (op.op_type, op.target)
-                    and {k: v for k, v in o.payload.items()
-                         if k not in ("memory_id", "event_id")} == want):
-                found[o.payload_digest] = None
-                if o.result:
-                    names.add(o.result)
+    picked: set[str] = set()  # the ops already followed to their source
+    todo = True
+    while todo:  # until no cherry-pick names another source
+        todo = False
+        for cs in by_id.values():
+            for op in cs.ops:
+                if op.payload_digest is None or op.payload is None or not _carries(op, names):
+                    continue
+                found[op.payload_digest] = None
+                source = op.payload.get("cherrypicked_from")
+                if isinstance(source, str) and source in by_id and op.payload_digest not in picked:
+                    picked.add(op.payload_digest)
+                    for o in _picked_from(by_id[source], op):
+                        found[str(o.payload_digest)] = None
+                        if o.result and o.result not in names:
+                            names.add(o.result)
+                            todo = True
     return list(found), names
+
+
+def _carries(op: Op, names: set[str]) -> bool:
+    """Whether ``op`` made, revised or related from a record named in ``names``."""
+    return ((op.op_type in MAKES and op.result in names)
+            or (op.op_type in REVISES and op.target in names)
+            or (op.op_type == "add_relationship"
+                and (op.payload or {}).get("from_memory_id") in names))
+
+
+def _picked_from(source: Changeset, op: Op) -> list[Op]:
+    """The ops of ``source`` that a cherry-picked ``op`` was derived from (same type, target
+    and payload, less the ids the pick assigns anew)."""
+    want = {k: v for k, v in (op.payload or {}).items() if k != "cherrypicked_from"}
+    return [o for o in source.ops
+            if o.payload is not None and o.payload_digest is not None
+            and (o.op_type, o.target) == (op.op_type, op.target)
+            and {k: v for k, v in o.payload.items()
+                 if k not in ("memory_id", "event_id")} == want]
 
 
 def erasure(changesets: Iterable[Changeset], record_ids: Iterable[str],

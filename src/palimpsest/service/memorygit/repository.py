@@ -444,7 +444,9 @@ class GitService:
         if head is None or head == ref_head:
             return ref_head  # type: ignore[no-any-return]
         if head not in self.ancestors(ref_head):
-            raise NotFound(f"{head} is not reachable from {ref}", code="head-not-reachable",
+            # the id is not echoed: a hidden changeset answers exactly as an unknown one
+            raise NotFound(f"head_changeset_id is not reachable from {ref}",
+                           code="head-not-reachable",
                            hint="an unmerged branch is never presented as this ref")
         return head
 

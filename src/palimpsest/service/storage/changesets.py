@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final
 
 from palimpsest import canonical
-from palimpsest.service.model import Changeset, payload_bytes
+from palimpsest.identity import b64_nopad, b64_nopad_decode
+from palimpsest.service.model import Changeset, Signature, payload_bytes
 from palimpsest.service.storage.pack import is_delta, pack, unpack
 from palimpsest.service.storage.schema import Names, load
 
@@ -41,6 +42,7 @@ class ChangesetRows(Names):
 
     _seqs: dict[str, int]
     _new_seqs: dict[str, int]
+    _signer: Callable[[Changeset], Sequence[Signature]] | None
 
     # --- changesets -----------------------------------------------------------------------
     def insert_changeset(self, cs: Changeset) -> None:
@@ -60,10 +62,48 @@ class ChangesetRows(Names):
                                 pack(canonical.encode(doc))))
         if not cur.rowcount:
             return  # stored already (the same id is the same changeset)
-        self._new_seqs[cs.id] = int(cur.lastrowid or 0)
+        seq = self._new_seqs[cs.id] = int(cur.lastrowid or 0)
+        for sig in self._signer(cs) if self._signer is not None else ():
+            self._put_signature(seq, sig)
         for op in cs.ops:
             if op.payload_digest is not None and op.payload is not None:
                 self.put_body(op.payload_digest, payload_bytes(op.payload))
+
+    # --- signatures -----------------------------------------------------------------------
+    def set_signer(self, signer: Callable[[Changeset], Sequence[Signature]] | None) -> None:
+        """What signs every changeset this store accepts, in the transaction that stores it
+        (``None``: nothing signs; a migration's target)."""
+        self._signer = signer
+
+    def _put_signature(self, seq: int, sig: Signature) -> None:
+        self._x("INSERT OR IGNORE INTO signatures VALUES (?,?,?,?,?)",
+                (seq, b64_nopad_decode(sig.public_key, 32, "public key"), sig.role,
+                 self._key(sig.signer), b64_nopad_decode(sig.signature, 64, "signature")))
+
+    def add_signature(self, cid: str, sig: Signature) -> bool:
+        """Keep one more signature of a stored changeset (checked by the caller); False when
+        the changeset is unknown."""
+        seq = self._seq(cid)
+        if seq is None:
+            return False
+        self._put_signature(seq, sig)
+        return True
+
+    def signatures(self, cids: Sequence[str]) -> dict[str, list[Signature]]:
+        """The signatures of each named changeset (server first, then members by key)."""
+        out: dict[str, list[Signature]] = {}
+        wanted = [k for k in (digest_key(c) for c in dict.fromkeys(cids)) if k is not None]
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            marks = ",".join("?" * len(part))
+            for r in self._q(
+                    "SELECT c.id, s.key, s.role, s.signer, s.sig FROM changesets c JOIN "  # noqa: S608 — placeholders only
+                    f"signatures s ON s.cs = c.seq WHERE c.id IN ({marks}) "
+                    "ORDER BY c.seq, s.role DESC, s.key", part):
+                out.setdefault(bytes(r["id"]).hex(), []).append(Signature(
+                    r["role"], self._name(r["signer"]), b64_nopad(bytes(r["key"])),
+                    b64_nopad(bytes(r["sig"]))))
+        return out
 
     def _seq(self, cid: str) -> int | None:
         """The row of a stored changeset."""

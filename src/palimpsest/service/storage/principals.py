@@ -12,7 +12,9 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from palimpsest.service.model import Credential, Group, Member, Session
+from palimpsest.errors import Conflict
+from palimpsest.identity import b64_nopad, b64_nopad_decode
+from palimpsest.service.model import Credential, Group, Member, MemberKey, Session
 from palimpsest.service.storage.schema import Statements, member_of
 
 
@@ -121,6 +123,30 @@ class PrincipalRows(Statements):
     def revoke(self, credential_id: str) -> bool:
         """Revoke; False when unknown."""
         return self._x("UPDATE credentials SET revoked=1 WHERE id=?", (credential_id,)) > 0
+
+    # --- members' public keys --------------------------------------------------------------
+    def insert_member_key(self, k: MemberKey) -> None:
+        """Register a member's public key (checked by the caller). A key is one member's:
+        registering it again, for anyone, is a conflict."""
+        raw = b64_nopad_decode(k.public_key, 32, "public key")
+        if self._one("SELECT 1 FROM member_keys WHERE key=?", (raw,)) is not None:
+            raise Conflict("this public key is registered already", code="key_registered",
+                           hint="list your keys; a key is registered once")
+        self._x("INSERT INTO member_keys VALUES (?,?,?,0)", (raw, k.member_id, k.created_at))
+
+    def member_keys(self, member_id: str) -> list[MemberKey]:
+        """A member's registered keys, oldest first (revoked ones included)."""
+        return [MemberKey(r["member_id"], b64_nopad(bytes(r["key"])), r["created_at"],
+                          bool(r["revoked"]))
+                for r in self._q("SELECT key, member_id, created_at, revoked FROM member_keys "
+                                 "WHERE member_id=? ORDER BY created_at, key", (member_id,))]
+
+    def revoke_member_key(self, member_id: str, public_key: str) -> bool:
+        """Stop a key from signing new changesets (signatures it made stay); False when the
+        member has no such key."""
+        raw = b64_nopad_decode(public_key, 32, "public key")
+        return self._x("UPDATE member_keys SET revoked=1 WHERE key=? AND member_id=?",
+                       (raw, member_id)) > 0
 
     # --- review-desk sessions (not principals: no principals generation bump) --------------
     def insert_session(self, s: Session) -> None:

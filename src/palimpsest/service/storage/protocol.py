@@ -29,7 +29,7 @@ implementation keeps:
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -39,9 +39,11 @@ from palimpsest.service.model import (
     Grant,
     Group,
     Member,
+    MemberKey,
     Memory,
     Ref,
     Session,
+    Signature,
 )
 from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredFile, StoredVersion
 
@@ -193,6 +195,28 @@ class Store(Protocol):
 
     def changesets(self, memory_id: str | None = None) -> Iterator[Changeset]:
         """Every changeset in append order (a topological order), optionally of one memory."""
+
+    # --- signatures and members' keys ---------------------------------------------------------
+    def set_signer(self, signer: Callable[[Changeset], Sequence[Signature]] | None) -> None:
+        """What signs every changeset :meth:`insert_changeset` stores, in the same transaction
+        (the service's identity); ``None``: nothing signs (a migration's target)."""
+
+    def add_signature(self, cid: str, sig: Signature) -> bool:
+        """Keep one more (already checked) signature of a stored changeset — a member's own;
+        False when no such changeset is stored."""
+
+    def signatures(self, cids: Sequence[str]) -> dict[str, list[Signature]]:
+        """The signatures kept for each named changeset (an unsigned one is absent)."""
+
+    def insert_member_key(self, k: MemberKey) -> None:
+        """Register a member's (checked) public key; a key registered already, to anyone, is
+        a conflict (``key_registered``)."""
+
+    def member_keys(self, member_id: str) -> list[MemberKey]:
+        """A member's keys, oldest first, revoked ones included."""
+
+    def revoke_member_key(self, member_id: str, public_key: str) -> bool:
+        """Stop a key signing anything new; False when the member has no such key."""
 
     def replay(self, principal: str, scope: str, key: str) -> tuple[str, Any] | None:
         """``(request digest, stored response)`` for a used key."""
@@ -416,6 +440,9 @@ class ReviewStore(Protocol):
 
     def nonce_consumed(self, nonce: str) -> bool:
         """Whether a merge nonce has been used."""
+
+    def advances(self, project: str, ref_name: str) -> list[dict[str, Any]]:
+        """The protected-ref advance ledger of one ref, oldest first."""
 
     # --- conflicts, manifests, settings --------------------------------------------------------
     def conflicts(self, project: str, status: str | None, limit: int) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ from palimpsest.service.storage.rows import Hit
 # 3: the same history in less space — documents and bodies deflated (:mod:`.pack`), digests as
 # 32-byte blobs, memory ids and principals as integer keys (``names``), a record's current
 # version in its ``records`` row (``versions`` holds the superseded ones), parents named by
-# their row.
+# their row. (Signatures on changesets and members' public keys are tables of their own,
+# added to a store of schema 3 when it is opened: nothing older changes.)
 SCHEMA_VERSION: Final = 3
 # BM25 column weights: a record's own words, then its context (for an episode, the words of
 # the episode written just before it in the same memory: in a conversation the answer is often
@@ -60,6 +61,12 @@ CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, memory_id TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS names (k INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS changesets (seq INTEGER PRIMARY KEY AUTOINCREMENT,
   id BLOB NOT NULL UNIQUE, mem INTEGER NOT NULL, doc BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS signatures (cs INTEGER NOT NULL, key BLOB NOT NULL,
+  role TEXT NOT NULL, signer INTEGER NOT NULL, sig BLOB NOT NULL, PRIMARY KEY (cs, key))
+  WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS member_keys (key BLOB PRIMARY KEY, member_id TEXT NOT NULL,
+  created_at INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);
+CREATE INDEX IF NOT EXISTS member_keys_member ON member_keys(member_id);
 CREATE TABLE IF NOT EXISTS refs (memory_id TEXT NOT NULL, name TEXT NOT NULL, head TEXT,
   protected INTEGER NOT NULL, created_by TEXT NOT NULL, created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL, PRIMARY KEY (memory_id, name));

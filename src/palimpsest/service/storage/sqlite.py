@@ -117,6 +117,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
         self._writers = {}
         self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
         self._review: GitStore | None = None
+        self._signer = None  # see changesets.ChangesetRows.set_signer
         self._peek: sqlite3.Connection | None = None  # see peek_principals_generation
         self._peek_lock = threading.Lock()
         self._db_path = data_dir / "palimpsest.db"
@@ -280,6 +281,8 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
                     files.update(p["file"]["id"] for p in parts if isinstance(p, dict)
                                  and p.get("type") == "file" and isinstance(p.get("file"), dict))
                 self._drop_body(d)
+            self._x("DELETE FROM signatures WHERE cs IN (SELECT seq FROM changesets "
+                    "WHERE mem=?)", (mem,))
             self._x("DELETE FROM changesets WHERE mem=?", (mem,))
             self._x("DELETE FROM idempotency WHERE scope=?", (mem,))
             for table in ("refs", "grants", "edges", "memory_counts", "docs"):
