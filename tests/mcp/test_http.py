@@ -211,3 +211,32 @@ def test_http_guard_applies_to_mcp(served: tuple[World, str]) -> None:
     )
     assert evil_origin.status_code in (403, 421)
     assert "Initech" not in evil_origin.text and "Acme" not in evil_origin.text
+
+
+def test_tool_writes_and_refusals_are_audited_without_content(served: tuple[World, str]) -> None:
+    world, url = served
+    secret_text = "ocelot-4471 audited only by name"
+
+    async def run() -> None:
+        async with _client(url, world.agents["alice"].secret) as writer:
+            done = await writer.call_tool("memory_remember",
+                                          {"memory": world.memory_id, "content": secret_text})
+            assert done.is_error is False
+        async with _client(url, world.agents["reader"].secret) as reader:
+            refused = await reader.call_tool("memory_remember",
+                                             {"memory": world.memory_id, "content": secret_text})
+            assert refused.is_error is True
+            answered = await reader.call_tool("memory_recall",
+                                              {"memory": world.memory_id, "text": "ocelot"})
+            assert answered.is_error is False  # a read that was answered: not audited
+
+    anyio.run(run)
+    with world.service() as svc:
+        rows = [e for e in svc.audit_log(limit=1000) if e.surface == "mcp"]
+    alice, reader = world.agents["alice"].member_id, world.agents["reader"].member_id
+    assert [(e.action, e.outcome, e.member_id, e.memory_id) for e in rows
+            if e.member_id == alice] == [("tool memory_remember", "ok", alice, world.memory_id)]
+    mine = [e for e in rows if e.member_id == reader]
+    assert [(e.action, e.outcome) for e in mine] == [("tool memory_remember", "refused")]
+    assert mine[0].reason and mine[0].credential_id and mine[0].request_id
+    assert not any("ocelot" in str(v) for e in rows for v in e.to_wire().values())

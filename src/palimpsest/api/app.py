@@ -55,6 +55,7 @@ class ApiConfig:
     title: str = "Palimpsest memory service"
     # remember answered without FastAPI's machinery (api/fastpath.py); same bytes either way
     fast_paths: bool = True
+    audit_retention_days: int = 0  # audit entries older than this are pruned (0: kept)
 
 
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
@@ -99,7 +100,8 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     app.mount(config.guard.session_prefix, create_desk(svc, app.state.memory_git, run.run))
     mount_mcp(app, config.guard.allowed_hosts)  # MCP tools over streamable HTTP at /mcp
     apidocs.install(app)  # /docs, rendering /openapi.json
-    observe.install(app, svc, run)  # last: its middleware wraps every other one
+    # last: its middleware wraps every other one
+    observe.install(app, svc, run, audit_retention_days=config.audit_retention_days)
     app.openapi = functools.partial(_openapi, app)  # type: ignore[method-assign]
     return app
 

@@ -44,6 +44,7 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.api.errors import ApiError, from_pal_error
 from palimpsest.errors import PalError
+from palimpsest.service.admin import credential_id
 from palimpsest.service.providers import MAX_FILE_BYTES
 
 Scope = dict[str, Any]
@@ -53,6 +54,8 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PRINCIPAL_KEY = "palimpsest.principal"
+# The credential id a well-formed bearer secret names (never the secret): for the audit log.
+CREDENTIAL_KEY = "palimpsest.credential"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
 # Answered without a credential (api/telemetry, api/apidocs); the Host check still applies.
 PUBLIC_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", "/docs/docs.js",
@@ -114,7 +117,7 @@ class Guard:
         prefix = self.config.session_prefix
         desk = bool(prefix) and (path == prefix or path.startswith(prefix + "/"))
         if not desk:
-            principal_or_error = await self._principal(headers)
+            principal_or_error = await self._principal(scope, headers)
             if isinstance(principal_or_error, ApiError):
                 await send_error(principal_or_error, send, path)
                 return
@@ -167,9 +170,11 @@ class Guard:
             return ApiError("x.pal.origin_not_allowed", "cross-origin requests are refused")
         return None
 
-    async def _principal(self, headers: dict[str, str]) -> Any:
+    async def _principal(self, scope: Scope, headers: dict[str, str]) -> Any:
         token = bearer_token(headers.get("authorization", ""),
                              self.config.limits.header_token_chars)
+        if token is not None:
+            scope[CREDENTIAL_KEY] = credential_id(token)
         if token is None:
             return ApiError(
                 "invalid_credential",
@@ -291,5 +296,5 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
-           "Limits", "bearer_token", "send_error"]
+__all__ = ["CREDENTIAL_KEY", "LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath",
+           "Guard", "GuardConfig", "Limits", "bearer_token", "send_error"]

@@ -14,7 +14,7 @@ from fastapi import FastAPI
 from starlette.routing import Route
 
 from palimpsest.api import runtime
-from palimpsest.api.guard import PRINCIPAL_KEY
+from palimpsest.api.guard import CREDENTIAL_KEY, PRINCIPAL_KEY
 from palimpsest.errors import Forbidden
 from palimpsest.mcp.server import chain_lifespan, http_endpoint
 from palimpsest.service.memorygit.flow import ReviewFlow
@@ -31,6 +31,16 @@ def _resolve(ctx: Any) -> Caller:
     return caller
 
 
+def _origin(ctx: Any) -> tuple[str | None, str | None]:
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    if not isinstance(scope, dict):
+        return None, None
+    credential = scope.get(CREDENTIAL_KEY)
+    request = (scope.get("state") or {}).get("request_id")
+    return (credential if isinstance(credential, str) else None,
+            request if isinstance(request, str) else None)
+
+
 def mount_mcp(app: FastAPI, allowed_hosts: tuple[str, ...]) -> None:
     """Add the streamable-HTTP MCP endpoint at ``/mcp`` (stateless, JSON responses); the
     Memory Git tools are offered when the app carries Memory Git (``app.state.memory_git``)."""
@@ -42,6 +52,7 @@ def mount_mcp(app: FastAPI, allowed_hosts: tuple[str, ...]) -> None:
         return await run.run(fn)
 
     endpoint, lifespan = http_endpoint(service, _resolve, invoke, allowed_hosts=allowed_hosts,
-                                       flow=flow if isinstance(flow, ReviewFlow) else None)
+                                       flow=flow if isinstance(flow, ReviewFlow) else None,
+                                       origin=_origin)
     app.router.routes.append(Route(MCP_PATH, endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     app.router.lifespan_context = chain_lifespan(app.router.lifespan_context, lifespan)

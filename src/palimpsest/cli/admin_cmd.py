@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from palimpsest import canonical
-from palimpsest.cli import options
+from palimpsest.cli import audit_cmd, options
 from palimpsest.cli.datadir import default_data_dir, holds_store
 from palimpsest.errors import InvalidInput, NotFound
 from palimpsest.service.memories import MemoryService
@@ -324,3 +324,8 @@ def rebuild(ctx: click.Context, repair: bool) -> None:
                            "stored ones; nothing was written", code="rebuild-mismatch",
                            hint="the store was changed outside the service: keep a copy, "
                            "look at the differences, then run pal admin rebuild --repair")
+
+
+# --- audit -----------------------------------------------------------------------------------
+
+audit_cmd.install(command, _service, _emit)  # `pal admin audit`, `pal admin audit-prune`

@@ -80,14 +80,18 @@ def _listen(host: str, port: int) -> socket.socket:
               envvar="PAL_DURABILITY", help="full: an fsync per write (default normal).")
 @click.option("--tracing", type=click.Choice(serve_config.TRACING), default=None,
               envvar="PAL_TRACING", help="Export OpenTelemetry spans (default none).")
+@click.option("--audit-retention-days", type=click.IntRange(0, 100_000), default=None,
+              envvar="PAL_AUDIT_RETENTION_DAYS",
+              help="Days an audit entry is kept (default 90; 0 keeps every entry).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
 def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
             allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
-            tracing: str | None, as_json: bool) -> None:
+            tracing: str | None, audit_retention_days: int | None, as_json: bool) -> None:
     """Run the memory service until interrupted."""
     settings = serve_config.resolve({
         "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
-        "log_level": log_level, "durability": durability, "tracing": tracing}, config)
+        "log_level": log_level, "durability": durability, "tracing": tracing,
+        "audit_retention_days": audit_retention_days}, config)
     _configure_logging(settings.log_level)
     if settings.tracing != "none":
         tracing_mod.configure(settings.tracing)
@@ -131,12 +135,14 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
             if made is not None:
                 member, secret = made
                 owner = {"member_id": member.id, "credential": secret}
+        svc.prune_audit(settings.audit_retention_days)  # then hourly (api/telemetry/audit.py)
         sock = _listen(host, port)
         bound_port = sock.getsockname()[1]
         shown_host = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown_host}:{bound_port}"
         hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
-        config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
+        config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts),
+                           audit_retention_days=settings.audit_retention_days)
         app = create_app(svc, config)
         # the access log is ours (api/telemetry): uvicorn's own would repeat every request
         server = uvicorn.Server(uvicorn.Config(

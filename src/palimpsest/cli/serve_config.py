@@ -20,6 +20,9 @@ key (file)         flag / environment    meaning
                    ``PAL_DURABILITY``    ``full`` (an fsync per write: survives power loss)
 ``tracing``        ``--tracing``         ``none`` (default), ``console`` (spans as JSON lines
                    ``PAL_TRACING``       on stderr) or ``otlp``; needs the OpenTelemetry SDK
+``audit_retention  ``--audit-retention-  days the audit log keeps an entry (default 90; 0
+_days``            days`` ``PAL_AUDIT_   keeps every entry); pruned at start and hourly
+                   RETENTION_DAYS``
 =================  ====================  ==================================================
 
 An unknown key, a value of the wrong type or out of range is refused by name before the
@@ -42,10 +45,11 @@ DURABILITY: Final = ("normal", "full")
 TRACING: Final = ("none", "console", "otlp")
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
-    "durability": "normal", "tracing": "none",
+    "durability": "normal", "tracing": "none", "audit_retention_days": 90,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
+INTEGERS: Final = {"audit_retention_days": (0, 100_000)}  # key → inclusive range
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +63,7 @@ class ServeSettings:
     log_level: str
     durability: str
     tracing: str
+    audit_retention_days: int = 90
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -95,6 +100,11 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
     if key == "port":
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
+        return value
+    if key in INTEGERS:
+        low, high = INTEGERS[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise refuse(f"an integer from {low} to {high}")
         return value
     if key == "allowed_hosts":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v

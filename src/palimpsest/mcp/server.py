@@ -16,6 +16,8 @@ endpoint is stateless (JSON responses, no session ids), so every request is auth
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,7 +38,7 @@ from palimpsest.mcp.handlers import HANDLERS, ToolEnv, compute_offers
 from palimpsest.mcp.tools import Offers, ToolSpec, find, offered
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
-from palimpsest.service.model import Caller
+from palimpsest.service.model import AuditEntry, Caller
 
 LOG = logging.getLogger("palimpsest.mcp")
 SERVER_NAME = "palimpsest"
@@ -47,6 +49,13 @@ INSTRUCTIONS = (
 T = TypeVar("T")
 Invoke = Callable[[Callable[[], T]], Awaitable[T]]
 ResolveCaller = Callable[[ServerRequestContext[Any, Any]], Caller]
+# (credential id, request id) of the request a tool call came in, for the audit log
+Origin = Callable[[ServerRequestContext[Any, Any]], tuple[str | None, str | None]]
+
+
+def no_origin(_ctx: ServerRequestContext[Any, Any]) -> tuple[str | None, str | None]:
+    """stdio: one process per caller, no request ids (each call gets a fresh one)."""
+    return None, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +68,7 @@ class Binding:
     default_memory: str | None = None
     flow: ReviewFlow | None = None
     repo: str | None = None  # the Git repository of `pal mcp` (stdio only): repo tools offered
+    origin: Origin = no_origin
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -93,25 +103,48 @@ def build_server(binding: Binding) -> Server[Any]:
         offers = await offers_for(env_of(ctx))
         return types.ListToolsResult(tools=[_tool(spec) for spec in offered(offers)])
 
+    async def audit(ctx: ServerRequestContext[Any, Any], env: ToolEnv, name: str,  # noqa: PLR0917
+                    args: dict[str, Any], outcome: str, reason: str | None) -> None:
+        """Store the audit entry of a write or refusal before the tool answers (no content:
+        the tool's name and the memory it named, never its other arguments)."""
+        credential, request = binding.origin(ctx)
+        memory = args.get("memory")
+        entry = AuditEntry(
+            at=int(time.time() * 1000), surface="mcp", action=f"tool {name}", outcome=outcome,
+            reason=reason, member_id=env.caller.member.id, credential_id=credential,
+            memory_id=memory if isinstance(memory, str) else env.default_memory,
+            request_id=request or uuid.uuid4().hex)
+        try:
+            await binding.invoke(lambda: binding.service.append_audit([entry]))
+        except PalError as exc:  # never turn an answered call into a failure
+            LOG.error("could not store the audit entry of tool %s: %s", name, exc.message)
+
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         env = env_of(ctx)
         spec = find(await offers_for(env), params.name)
         handler = HANDLERS.get(params.name) if spec is not None else None
-        if handler is None:
-            return _text(f"Unknown tool: {render.error_safe_name(params.name)}", error=True)
         args = dict(params.arguments or {})
+        name = render.error_safe_name(params.name)
+        if handler is None:
+            await audit(ctx, env, name, args, "refused", "tool_not_found")
+            return _text(f"Unknown tool: {name}", error=True)
         try:
             if spec is not None and spec.checked:
                 arguments.check(spec.name, spec.input_schema(), args)
             value = await binding.invoke(lambda: handler(env, args))
         except PalError as exc:
+            await audit(ctx, env, name, args, "refused", exc.code)
             return _text(render.error_text(exc), error=True)
         except Exception:
             LOG.exception("tool %s failed", params.name)
+            if spec is not None and spec.writes:
+                await audit(ctx, env, name, args, "failed", "x.pal.internal")
             return _text("The memory service failed on this request; try again later.",
                          error=True)
+        if spec is not None and spec.writes:
+            await audit(ctx, env, name, args, "ok", None)
         if isinstance(value, render.Verbatim):
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=text) for text in value.texts],
@@ -163,9 +196,10 @@ def http_endpoint(
     *,
     allowed_hosts: tuple[str, ...],
     flow: ReviewFlow | None = None,
+    origin: Origin = no_origin,
 ) -> tuple[StreamableHTTPASGIApp, Callable[[], Any]]:
     """The ASGI endpoint and the async context manager that must wrap the app's lifespan."""
-    server = build_server(Binding(service, resolve, invoke, None, flow, None))
+    server = build_server(Binding(service, resolve, invoke, None, flow, None, origin))
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True,
         security_settings=security_settings(allowed_hosts))

@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
+from palimpsest.service import audit as audit_mod
 from palimpsest.service import grouped, history, projection, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
@@ -42,6 +43,7 @@ from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
+    AuditEntry,
     Caller,
     Changeset,
     Credential,
@@ -169,6 +171,22 @@ class MemoryService:
         revocation by ``pal admin`` in another process counts at once); ``None`` means "call
         :meth:`authenticate`". Never waits on the store lock: an event loop may call it."""
         return admin_mod.cached_caller(self._core, secret)
+
+    # --- the audit log (service/audit.py: writes and refusals, never content) -----------------
+    def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append audit entries (the faces describe each write and refusal)."""
+        audit_mod.append(self._core, entries)
+
+    def audit_log(self, *, member_id: str | None = None, memory_id: str | None = None,
+                  outcome: str | None = None, since: int | None = None,
+                  until: int | None = None, limit: int = 100) -> list[AuditEntry]:
+        """Audit entries matching every filter (epoch ms bounds), newest first (operator)."""
+        return audit_mod.entries(self._core, member_id=member_id, memory_id=memory_id,
+                                 outcome=outcome, since=since, until=until, limit=limit)
+
+    def prune_audit(self, retention_days: int) -> int:
+        """Delete audit entries older than ``retention_days`` (0 keeps all); how many."""
+        return audit_mod.prune(self._core, retention_days)
 
     # --- review-desk sessions (service/sessions.py: in the store, shared by every process) -----
     def open_session(self, secret: str, *, idle_seconds: float,

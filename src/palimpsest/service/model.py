@@ -154,6 +154,36 @@ class Group:
                 "members": list(self.members), "createdAt": self.created_at}
 
 
+# failed: a write the server could not complete (5xx)
+AUDIT_OUTCOMES: Final = ("ok", "refused", "failed")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audited request — a write, or a refusal of any request — and never its content:
+    who (member, credential id), where (memory), what (route template or tool), how it ended
+    (outcome, reason code, HTTP status), when (epoch ms) and which request (its id)."""
+
+    at: int
+    surface: str  # "http" | "mcp"
+    action: str  # "POST /v1/memories/{memory_id}/records" | "tool memory_remember"
+    outcome: str  # one of AUDIT_OUTCOMES
+    reason: str | None = None  # the refusal's code (memory_forbidden, cas_mismatch, …)
+    status: int | None = None  # the HTTP status (None for a tool call over stdio)
+    member_id: str | None = None
+    credential_id: str | None = None
+    memory_id: str | None = None
+    request_id: str | None = None
+    seq: int = 0  # the store's order (0 until stored)
+
+    def to_wire(self) -> Wire:
+        """The entry as ``pal admin audit --json`` prints it."""
+        return {"seq": self.seq, "at": self.at, "surface": self.surface, "action": self.action,
+                "outcome": self.outcome, "reason": self.reason, "status": self.status,
+                "member_id": self.member_id, "credential_id": self.credential_id,
+                "memory_id": self.memory_id, "request_id": self.request_id}
+
+
 @dataclass(frozen=True, slots=True)
 class Credential:
     """A bearer credential; only its hash is stored, the secret is shown once."""

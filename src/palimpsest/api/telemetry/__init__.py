@@ -8,8 +8,9 @@
   the service thread within two seconds, else 503;
 - ``GET /metrics`` — the Prometheus text exposition (:mod:`.metrics`);
 - the outermost middleware (:mod:`.middleware`): ``X-Request-Id`` on every answer, the
-  structured access log, the metrics of every request, and a span per request when an
-  OpenTelemetry SDK is configured (:mod:`.tracing`).
+  structured access log, the metrics of every request, the audit entry of every write and
+  refusal (:mod:`.audit`), and a span per request when an OpenTelemetry SDK is configured
+  (:mod:`.tracing`).
 
 These three routes and the API documentation need no credential (the guard's public paths;
 its Host check still applies). Nothing here reads or writes memory.
@@ -24,6 +25,7 @@ from fastapi import FastAPI
 from fastapi.responses import Response
 
 from palimpsest.api.runtime import Runner, json_response
+from palimpsest.api.telemetry.audit import AuditSink
 from palimpsest.api.telemetry.metrics import Metrics
 from palimpsest.api.telemetry.middleware import Telemetry
 from palimpsest.errors import Forbidden
@@ -53,7 +55,8 @@ class Observability:
         """``size`` remember calls were committed in one transaction."""
         self.metrics.group_commit.observe(size)
 
-    def install(self, app: FastAPI, svc: MemoryService, run: Runner) -> None:
+    def install(self, app: FastAPI, svc: MemoryService, run: Runner, *,
+                audit_retention_days: int = 0) -> None:
         """Add the routes and the outermost middleware to ``app`` (call it after every other
         middleware, so this one wraps them)."""
         metrics = self.metrics
@@ -92,7 +95,8 @@ class Observability:
             body, media = metrics.exposition()
             return Response(body, media_type=media, headers={"cache-control": "no-store"})
 
-        app.add_middleware(Telemetry, metrics=metrics, routes=lambda: app.router.routes)
+        app.add_middleware(Telemetry, metrics=metrics, routes=lambda: app.router.routes,
+                           audit=AuditSink(svc, run, retention_days=audit_retention_days))
 
 
 __all__ = ["Observability"]

@@ -29,9 +29,10 @@ from typing import Any, Final
 from starlette.routing import BaseRoute, Mount, compile_path
 
 from palimpsest import canonical
-from palimpsest.api.guard import PRINCIPAL_KEY
-from palimpsest.api.telemetry import tracing
+from palimpsest.api.guard import CREDENTIAL_KEY, PRINCIPAL_KEY, PUBLIC_PATHS
+from palimpsest.api.telemetry import audit, tracing
 from palimpsest.api.telemetry.metrics import Metrics
+from palimpsest.service.model import AuditEntry
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -102,9 +103,11 @@ class Telemetry:
     """ASGI middleware feeding :class:`.Metrics`, the access log and tracing."""
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics,
-                 routes: Callable[[], list[BaseRoute]]) -> None:
+                 routes: Callable[[], list[BaseRoute]],
+                 audit: audit.AuditSink | None = None) -> None:
         self.app = app
         self.metrics = metrics
+        self.audit = audit
         self.routes = routes  # the app's routes, read when a template must be found by hand
         self._templates: RouteTemplates | None = None
         self.tracer = tracing.tracer()
@@ -119,13 +122,20 @@ class Telemetry:
         answer = {"status": 500, "bytes": 0}
         span = self._start_span(scope)
 
+        error_body: list[bytes] = []
+
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 answer["status"] = int(message["status"])
                 message["headers"] = [*message.get("headers", ()),
                                       (b"x-request-id", rid.encode())]
             elif message["type"] == "http.response.body":
-                answer["bytes"] += len(message.get("body", b""))
+                chunk = message.get("body", b"")
+                answer["bytes"] += len(chunk)
+                if answer["status"] >= 400 and answer["bytes"] <= audit.MAX_ERROR_BODY:
+                    error_body.append(chunk)
+                if not message.get("more_body", False):
+                    await self._audit(scope, rid, answer["status"], b"".join(error_body))
             await send(message)
 
         self.metrics.in_flight.inc()
@@ -140,6 +150,27 @@ class Telemetry:
             trace_id = self._end_span(span, method, route, params, answer["status"], rid)
             if ACCESS_LOG.isEnabledFor(logging.INFO):
                 ACCESS_LOG.info(_line(scope, rid, method, route, answer, seconds, trace_id))
+
+    async def _audit(self, scope: Scope, rid: str, status: int, body: bytes) -> None:
+        """Store the entry of a write or refusal before its answer's last byte leaves."""
+        if self.audit is None:
+            return
+        path = scope.get("path", "")
+        if path in PUBLIC_PATHS or path == "/ui" or path.startswith("/ui/"):
+            return  # no store behind these; the review desk audits nothing yet
+        method = scope.get("method", "GET")
+        route, params = self._route(scope)
+        outcome = audit.outcome(method, status, route, tools_audit_themselves=route == "/mcp")
+        if outcome is None:
+            return
+        caller = scope.get(PRINCIPAL_KEY)
+        member = getattr(getattr(caller, "member", None), "id", None)
+        await self.audit.record(AuditEntry(
+            at=int(time.time() * 1000), surface="http", action=f"{method} {route}",
+            outcome=outcome, reason=audit.reason(status, body), status=status,
+            member_id=member if isinstance(member, str) else None,
+            credential_id=scope.get(CREDENTIAL_KEY), memory_id=audit.memory_of(params),
+            request_id=rid))
 
     def _route(self, scope: Scope) -> tuple[str, dict[str, Any]]:
         route = scope.get("route")

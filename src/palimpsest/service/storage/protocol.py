@@ -34,6 +34,7 @@ from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 from palimpsest.service.model import (
+    AuditEntry,
     Changeset,
     Credential,
     Grant,
@@ -104,6 +105,20 @@ class Store(Protocol):
 
     def delete_grant(self, memory_id: str, grant_id: str) -> bool:
         """Remove one grant; False when the node has no such grant."""
+
+    # --- the audit log -------------------------------------------------------------------------
+    def append_audit(self, entries: Sequence[AuditEntry]) -> None:
+        """Append audit entries in order (inside a write). The table is append-only: rows are
+        never updated, and deleted only by :meth:`prune_audit`. Plain SQL: ``INSERT``."""
+
+    def audit_entries(self, *, member_id: str | None = None, memory_id: str | None = None,
+                      outcome: str | None = None, since: int | None = None,
+                      until: int | None = None, limit: int = 100) -> list[AuditEntry]:
+        """Entries matching every given filter (``since`` ≤ ``at`` < ``until``, epoch ms),
+        newest (highest ``seq``) first, at most ``limit``; ``seq`` filled in."""
+
+    def prune_audit(self, before: int) -> int:
+        """Delete the entries with ``at`` < ``before`` (inside a write); returns how many."""
 
     # --- members, groups, credentials ----------------------------------------------------------
     def member(self, member_id: str) -> Member | None:

@@ -41,6 +41,7 @@ from palimpsest.service.model import (
     Ref,
     unavailable,
 )
+from palimpsest.service.storage.audit import AUDIT_SCHEMA, AuditRows
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import FileRows, private_dir, private_file
 from palimpsest.service.storage.memorygit import GitStore
@@ -68,7 +69,7 @@ class StoreVersionError(Unavailable):
         super().__init__(message, code=MEMORY_UNAVAILABLE, hint=hint)
 
 
-class SqliteStore(PrincipalRows, FileRows, RecordRows):
+class SqliteStore(PrincipalRows, FileRows, RecordRows, AuditRows):
     """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
 
     def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
@@ -97,6 +98,7 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(SCHEMA)
+            self._db.executescript(AUDIT_SCHEMA)  # added to older stores of schema 3 on open
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('erase_gen', '0')")
