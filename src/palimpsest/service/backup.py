@@ -38,9 +38,13 @@ from typing import Final
 from palimpsest import __version__, canonical
 from palimpsest.errors import Conflict, InvalidInput, Unavailable
 from palimpsest.service.model import Wire
-from palimpsest.service.storage import SCHEMA_VERSION
-from palimpsest.service.storage.backup import check_database, copy_database, named_files
-from palimpsest.service.storage.files import private_dir
+from palimpsest.service.storage import (
+    SCHEMA_VERSION,
+    check_database,
+    copy_database,
+    named_files,
+    private_dir,
+)
 
 DATABASE: Final = "palimpsest.db"
 MANIFEST: Final = "backup.json"
