@@ -319,3 +319,21 @@ def test_only_an_empty_memory_is_mounted_once(svc: MemoryService, owner: Caller,
     assert svc._store.mounts() == {}
     after = pygit2.Repository(str(tmp_path / "repo"))
     assert {r: str(after.references[r].target) for r in after.references} == refs
+
+
+def test_provenance_of_a_repository_memory_is_its_own_signature(
+        svc: MemoryService, owner: Caller, tmp_path: Path) -> None:
+    repo, team, mid = _mounted(svc, owner, tmp_path)
+    answer = svc.recall(owner, team, {"text": "streams", "limit": 50,
+                                      "include": ["provenance"]})
+    by_memory = {r["memory"]["id"]: r["record"]["provenance"] for r in answer["results"]}
+    assert by_memory[team]["object"] == "memory.receipt"  # the server's signed receipt
+    expected = {m["id"]: m for m in _hn(repo, query="streams")}
+    for result in answer["results"]:
+        if result["memory"]["id"] != mid:
+            continue
+        got, want = result["record"]["provenance"], expected[result["record"]["id"]]
+        assert got == {"object": "memory.provenance", "source": "hn-memory/0",
+                       "memory": want["id"], "stream": want["stream"], "actor": want["actor"],
+                       "signature": "valid", "contentDigest": want["contentDigest"],
+                       "verify": f"pal memory show {want['id']} --json, in the repository"}

@@ -129,6 +129,25 @@ def record_of(memory_id: str, memory: Mapping[str, Any]) -> RecordVersion:
         "", on_behalf_of=Principal("member", f"hn-actor:{memory['actor']}"))
 
 
+def is_mounted_record(record: Mapping[str, Any]) -> bool:
+    """Whether a rendered record is a mounted repository's memory (only this provider writes
+    them)."""
+    writer = record.get("written_by")
+    return isinstance(writer, Mapping) and writer.get("kind") == "provider" \
+        and writer.get("id") == REPOSITORY_PROVIDER
+
+
+def provenance(record: Mapping[str, Any]) -> Wire:
+    """What ``include: ["provenance"]`` says of a repository memory: no changeset of this
+    server made it; the repository's own Ed25519 signature over its ``memory.json`` did, checked
+    on the read that returned it, and anyone holding the repository checks it again offline."""
+    attributes = record.get("attributes", {})
+    return {"object": "memory.provenance", "source": "hn-memory/0",
+            "memory": record.get("id"),
+            **{k: attributes.get(k) for k in ("stream", "actor", "signature", "contentDigest")},
+            "verify": f"pal memory show {record.get('id')} --json, in the repository"}
+
+
 # --- reading --------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Asked:
@@ -233,5 +252,5 @@ def mounted(store: Store, memory_ids: list[str]) -> dict[str, str]:
     return {m: paths[m] for m in memory_ids if m in paths}
 
 
-__all__ = ["RECORD_TYPE", "Asked", "asked", "mount", "mounted", "read_only", "record_of",
-           "repository_root", "search"]
+__all__ = ["RECORD_TYPE", "Asked", "asked", "is_mounted_record", "mount", "mounted",
+           "provenance", "read_only", "record_of", "repository_root", "search"]
