@@ -99,6 +99,13 @@ class Store(Protocol):
     def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
         """Active record counts per memory (kept by the projection, not counted per read)."""
 
+    def mount_repository(self, memory_id: str, provider: str, path: str, now: int) -> None:
+        """Make ``provider`` (a repository's streams at ``path``) keep a memory's records: the
+        memory's provider and its mount row change together, inside a write."""
+
+    def mounts(self) -> dict[str, str]:
+        """The repository path of every mounted memory, by memory id."""
+
     def upsert_grant(self, g: Grant) -> Grant:
         """One grant per principal per node: a second replaces the first (keeping its id)."""
 
