@@ -131,3 +131,12 @@ def test_retention_prunes_by_age(world: dict[str, Any]) -> None:
                           capture_output=True, text=True, check=True)
     assert json.loads(done.stdout)["removed"] == 1
     assert len(audit(data_dir, "--limit", "10000")) == before
+
+
+def test_a_backup_carries_the_audit_log(world: dict[str, Any], tmp_path: Path) -> None:
+    data_dir = world["data_dir"]
+    live = audit(data_dir, "--limit", "10000")
+    assert live
+    subprocess.run(pal_command("admin", "--data-dir", str(data_dir), "backup",
+                               str(tmp_path / "copy")), capture_output=True, check=True)
+    assert audit(tmp_path / "copy", "--limit", "10000") == live

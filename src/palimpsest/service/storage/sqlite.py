@@ -51,6 +51,7 @@ from palimpsest.service.storage.schema import (
     RANK,
     SCHEMA,
     SCHEMA_VERSION,
+    TERMS_TRIGGERS,
     Hit,
     grant_of,
     hash_secret,
@@ -99,6 +100,8 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows, AuditRows):
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(SCHEMA)
             self._db.executescript(AUDIT_SCHEMA)  # added to older stores of schema 3 on open
+            self._add_terms()
+            self._db.executescript(TERMS_TRIGGERS)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('erase_gen', '0')")
