@@ -79,7 +79,13 @@ def test_non_loopback_bind_needs_configured_credentials(tmp_path: Path) -> None:
     assert refused.stdout == b""
     member = _admin(data_dir, "member", "create", "ops", "--type", "human", "--admin")
     made = _admin(data_dir, "credential", "create", member["id"])
-    server = start(data_dir, "--host", ALL_INTERFACES)  # start() adds --host 127.0.0.1 first
+    no_tls = subprocess.run(
+        pal_command("serve", "--data-dir", str(data_dir), "--host", ALL_INTERFACES,
+                    "--port", "0"),
+        capture_output=True, timeout=60, check=False)
+    assert no_tls.returncode == 1 and b"without TLS" in no_tls.stderr
+    # start() adds --host 127.0.0.1 first; plain HTTP acknowledged (a TLS proxy in front)
+    server = start(data_dir, "--host", ALL_INTERFACES, "--allow-plain-http")
     try:
         with server.client(made["secret"]) as client:
             ok(client.get("/v1/uhp"))

@@ -51,7 +51,10 @@ def test_every_route_refuses_a_missing_or_bad_credential(server: Server,
                 else:
                     error = err(response, 401, "invalid_credential")
                     assert error["type"] == "authentication_error"
-                assert response.headers["www-authenticate"] == "Bearer"
+                # a bearer challenge, and nothing that starts an OAuth flow (no resource_metadata)
+                assert response.headers["www-authenticate"] == (
+                    'Bearer realm="palimpsest"' if client is anonymous
+                    else 'Bearer realm="palimpsest", error="invalid_token"')
     with server.client(None, Authorization="Basic b3duZXI6cHc=") as basic:
         err(basic.get("/v1/uhp"), 401, "invalid_credential")
 

@@ -119,7 +119,9 @@ class Guard:
         if not desk:
             principal_or_error = await self._principal(scope, headers)
             if isinstance(principal_or_error, ApiError):
-                await send_error(principal_or_error, send, path)
+                presented = CREDENTIAL_KEY in scope or "authorization" in headers
+                await send_error(principal_or_error, send, path, challenge=(
+                    INVALID_TOKEN_CHALLENGE if presented else BEARER_CHALLENGE))
                 return
             scope[PRINCIPAL_KEY] = principal_or_error
         method = scope.get("method", "GET")
@@ -184,6 +186,13 @@ class Guard:
             return await self.authenticate(token)
         except PalError:
             return ApiError("invalid_credential", "the credential is unknown or revoked")
+
+
+# The challenges of a 401 (RFC 6750): a bearer token is needed, or the one sent is not valid.
+# No ``resource_metadata`` and no authorization server: an MCP client must not start an OAuth
+# flow it cannot complete; credentials come from ``pal admin credential create``.
+BEARER_CHALLENGE = b'Bearer realm="palimpsest"'
+INVALID_TOKEN_CHALLENGE = b'Bearer realm="palimpsest", error="invalid_token"'
 
 
 def bearer_token(value: str, max_chars: int) -> str | None:
@@ -276,7 +285,8 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def send_error(error: ApiError, send: Send, path: str = "") -> None:
+async def send_error(error: ApiError, send: Send, path: str = "", *,
+                     challenge: bytes = BEARER_CHALLENGE) -> None:
     """Send one error as a complete response, in the face of the surface ``path`` is on."""
     status, body = error.on(path)
     payload = canonical.encode(body)
@@ -290,11 +300,12 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", b"Bearer")] if status == 401 else []),
+            + ([(b"www-authenticate", challenge)] if status == 401 else []),
         }
     )
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["CREDENTIAL_KEY", "LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath",
-           "Guard", "GuardConfig", "Limits", "bearer_token", "send_error"]
+__all__ = ["BEARER_CHALLENGE", "CREDENTIAL_KEY", "INVALID_TOKEN_CHALLENGE", "LOOPBACK_HOSTS",
+           "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig", "Limits",
+           "bearer_token", "send_error"]

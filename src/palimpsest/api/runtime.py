@@ -20,7 +20,7 @@ from fastapi.responses import Response
 
 from palimpsest import canonical
 from palimpsest.api import errors
-from palimpsest.api.guard import PRINCIPAL_KEY
+from palimpsest.api.guard import INVALID_TOKEN_CHALLENGE, PRINCIPAL_KEY
 from palimpsest.errors import PalError
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memories import MemoryService
@@ -167,7 +167,7 @@ def error_response(error: errors.ApiError, path: str = "") -> Response:
     status, body = error.on(path)
     response = json_response(body, status)
     if status == 401:
-        response.headers.update({"www-authenticate": "Bearer"})
+        response.headers.update({"www-authenticate": INVALID_TOKEN_CHALLENGE.decode()})
     return response
 
 

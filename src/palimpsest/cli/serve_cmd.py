@@ -4,7 +4,9 @@ The data directory holds the embedded SQLite store (WAL) and the content-address
 On the first start the store is empty: an owner member is created and its credential printed
 **once** (it is stored only as a hash). Binding to an address other than loopback is refused
 unless credentials were configured beforehand (``pal admin credential create`` or an earlier
-loopback start): a public listener never mints and prints a secret.
+loopback start): a public listener never mints and prints a secret. It is also refused without
+TLS (``--tls-cert``/``--tls-key``) unless ``--allow-plain-http`` acknowledges that a TLS proxy
+in front carries the credentials.
 
 With ``--json`` the command prints one JSON line once the socket is listening — ``{"url", "host",
 "port", "data_dir", "owner"?}`` — so a test or a supervisor can start it on ``--port 0``.
@@ -83,15 +85,24 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--audit-retention-days", type=click.IntRange(0, 100_000), default=None,
               envvar="PAL_AUDIT_RETENTION_DAYS",
               help="Days an audit entry is kept (default 90; 0 keeps every entry).")
+@click.option("--tls-cert", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, envvar="PAL_TLS_CERT", help="PEM certificate chain: serve HTTPS.")
+@click.option("--tls-key", type=click.Path(path_type=Path, dir_okay=False, exists=True),
+              default=None, envvar="PAL_TLS_KEY", help="PEM private key of --tls-cert.")
+@click.option("--allow-plain-http", is_flag=True, default=None, envvar="PAL_ALLOW_PLAIN_HTTP",
+              help="Serve plain HTTP on a non-loopback address (a TLS proxy in front).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
-def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
-            allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
-            tracing: str | None, audit_retention_days: int | None, as_json: bool) -> None:
+def command(*, config: Path | None, data_dir: Path | None, host: str | None,
+            port: int | None, allowed_hosts: tuple[str, ...], log_level: str | None,
+            durability: str | None, tracing: str | None, audit_retention_days: int | None,
+            tls_cert: Path | None, tls_key: Path | None, allow_plain_http: bool | None,
+            as_json: bool) -> None:
     """Run the memory service until interrupted."""
     settings = serve_config.resolve({
         "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
         "log_level": log_level, "durability": durability, "tracing": tracing,
-        "audit_retention_days": audit_retention_days}, config)
+        "audit_retention_days": audit_retention_days, "tls_cert": tls_cert, "tls_key": tls_key,
+        "allow_plain_http": allow_plain_http}, config)
     _configure_logging(settings.log_level)
     if settings.tracing != "none":
         tracing_mod.configure(settings.tracing)
@@ -120,6 +131,14 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
     svc = MemoryService(directory, durability=settings.durability)
     try:
         owner: dict[str, Any] | None = None
+        tls = settings.tls_cert is not None
+        if not loopback and not tls and not settings.allow_plain_http:
+            raise InvalidInput(
+                f"refusing to listen on non-loopback address {host} without TLS: bearer "
+                "credentials would cross the network in clear text",
+                code="insecure-bind",
+                hint="pass --tls-cert and --tls-key, or --allow-plain-http when a TLS proxy "
+                "terminates in front of this server")
         if not loopback:
             active = [c for c in svc.list_credentials() if not c.revoked]
             if not active:
@@ -139,7 +158,7 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
         sock = _listen(host, port)
         bound_port = sock.getsockname()[1]
         shown_host = f"[{host.strip('[]')}]" if ":" in host else host
-        url = f"http://{shown_host}:{bound_port}"
+        url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
         hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
         config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts),
                            audit_retention_days=settings.audit_retention_days)
@@ -147,7 +166,8 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
         # the access log is ours (api/telemetry): uvicorn's own would repeat every request
         server = uvicorn.Server(uvicorn.Config(
             app, log_level=settings.log_level, access_log=False, lifespan="on",
-            server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
+            server_header=False, limit_concurrency=2048, timeout_keep_alive=30,
+            ssl_certfile=settings.tls_cert, ssl_keyfile=settings.tls_key))
         # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
         # to whatever handler was installed before it. Ours only asks the server to stop: a
         # signal that arrives before uvicorn installs its own handlers still stops it, and the

@@ -23,6 +23,12 @@ key (file)         flag / environment    meaning
 ``audit_retention  ``--audit-retention-  days the audit log keeps an entry (default 90; 0
 _days``            days`` ``PAL_AUDIT_   keeps every entry); pruned at start and hourly
                    RETENTION_DAYS``
+``tls_cert``,      ``--tls-cert``,       PEM certificate chain and private key: serve HTTPS
+``tls_key``        ``--tls-key``         (both or neither)
+                   ``PAL_TLS_CERT|KEY``
+``allow_plain_     ``--allow-plain-http``  acknowledge serving plain HTTP on a non-loopback
+http``             ``PAL_ALLOW_PLAIN_    address (behind a TLS proxy); without TLS or this,
+                   HTTP``                such a bind is refused
 =================  ====================  ==================================================
 
 An unknown key, a value of the wrong type or out of range is refused by name before the
@@ -46,6 +52,7 @@ TRACING: Final = ("none", "console", "otlp")
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
     "durability": "normal", "tracing": "none", "audit_retention_days": 90,
+    "tls_cert": None, "tls_key": None, "allow_plain_http": False,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
@@ -64,6 +71,9 @@ class ServeSettings:
     durability: str
     tracing: str
     audit_retention_days: int = 90
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    allow_plain_http: bool = False
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -91,8 +101,16 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
     def refuse(what: str) -> InvalidInput:
         return InvalidInput(f"{where}: {key} must be {what}", code="invalid-config")
 
-    if key == "data_dir" and isinstance(value, Path):
+    if key in ("data_dir", "tls_cert", "tls_key") and isinstance(value, Path):
         return value.expanduser()
+    if key in ("tls_cert", "tls_key"):
+        if not isinstance(value, str) or not value:
+            raise refuse("a file name")
+        return Path(value).expanduser()
+    if key == "allow_plain_http":
+        if not isinstance(value, bool):
+            raise refuse("true or false")
+        return value
     if key in ("data_dir", "host"):
         if not isinstance(value, str) or not value:
             raise refuse("a non-empty string")
@@ -136,6 +154,9 @@ def resolve(given: Mapping[str, Any], config: Path | None) -> ServeSettings:
         out[key] = value
     if out["data_dir"] is None:
         out["data_dir"] = default_data_dir()
+    if (out["tls_cert"] is None) != (out["tls_key"] is None):
+        raise InvalidInput("tls_cert and tls_key go together: give both or neither",
+                           code="invalid-config")
     return ServeSettings(**{**out, "data_dir": Path(out["data_dir"]).expanduser()})
 
 

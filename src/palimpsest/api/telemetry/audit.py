@@ -95,6 +95,9 @@ class AuditSink:
         await asyncio.shield(done)
 
     async def _store_pending(self) -> None:
+        # Prune first: once the loop below finds nothing pending this task ends without
+        # yielding again, so an entry queued meanwhile always starts a new drain.
+        await self._prune_hourly()
         while self._pending:
             batch, self._pending = self._pending, []
             try:
@@ -104,7 +107,6 @@ class AuditSink:
             for _, done in batch:
                 if not done.done():
                     done.set_result(None)
-        await self._prune_hourly()
 
     async def _prune_hourly(self) -> None:
         """The retention setting: entries older than it go, checked at most once an hour."""

@@ -12,8 +12,11 @@ like any answer.
   leaves the matched route in the scope; for requests answered before routing (the guard, the
   fast ``remember`` handler) the template is found by matching the app's routes.
 - **Access log.** One JSON object per line on the ``palimpsest.access`` logger at INFO: time,
-  request id, method, route, path (never the query string, which may carry user text),
-  status, duration, bytes sent, member and client address.
+  request id, method, route, path (never the query string, which may carry user text; a
+  bearer secret pasted into it is redacted), status, duration, bytes sent, member and client
+  address — never a credential (the guard reads it; only the member id it stands for is here).
+- **Security headers** on every answer (:data:`SECURITY_HEADERS`, HSTS over TLS), unless
+  the route set its own.
 """
 
 from __future__ import annotations
@@ -43,6 +46,30 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 ACCESS_LOG: Final = logging.getLogger("palimpsest.access")
 _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 UNMATCHED: Final = "unmatched"
+
+
+# Every answer carries these unless its route set its own (the API docs page and the review
+# desk have their own Content-Security-Policy): JSON is never sniffed, framed, cached or
+# leaked in a Referer. HSTS only over TLS (a plain-HTTP answer cannot promise it).
+SECURITY_HEADERS: Final = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+    (b"cross-origin-resource-policy", b"same-origin"),
+    (b"cache-control", b"no-store"),
+)
+HSTS: Final = (b"strict-transport-security", b"max-age=31536000")
+# A bearer secret pasted into a path must not reach the log (the id before it may).
+_SECRET_IN_PATH: Final = re.compile(r"(pal_hcred_[A-Za-z0-9]+_)[A-Za-z0-9_-]+")
+
+
+def secure_headers(headers: list[tuple[bytes, bytes]], *, https: bool) -> list[tuple[bytes, bytes]]:
+    """``headers`` with every :data:`SECURITY_HEADERS` entry the answer did not set itself."""
+    present = {bytes(name).lower() for name, _ in headers}
+    extra = [pair for pair in (*SECURITY_HEADERS, *((HSTS,) if https else ()))
+             if pair[0] not in present]
+    return [*headers, *extra]
 
 
 def request_id(scope: Scope) -> str:
@@ -127,8 +154,9 @@ class Telemetry:
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 answer["status"] = int(message["status"])
-                message["headers"] = [*message.get("headers", ()),
-                                      (b"x-request-id", rid.encode())]
+                message["headers"] = secure_headers(
+                    [*message.get("headers", ()), (b"x-request-id", rid.encode())],
+                    https=scope.get("scheme") == "https")
             elif message["type"] == "http.response.body":
                 chunk = message.get("body", b"")
                 answer["bytes"] += len(chunk)
@@ -218,7 +246,8 @@ def _line(scope: Scope, rid: str, method: str, route: str,  # noqa: PLR0917
     line: dict[str, Any] = {
         "time": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "request_id": rid, "method": method, "route": route,
-        "path": str(scope.get("path", "")).encode("utf-8", "backslashreplace").decode(),
+        "path": _SECRET_IN_PATH.sub(r"\1<redacted>", str(scope.get("path", "")).encode(
+            "utf-8", "backslashreplace").decode()),
         "status": answer["status"], "duration_ms": round(seconds * 1000, 3),
         "bytes": answer["bytes"], "member": member,
         "client": client[0] if client else None}
@@ -227,4 +256,5 @@ def _line(scope: Scope, rid: str, method: str, route: str,  # noqa: PLR0917
     return canonical.encode(line).decode("utf-8")
 
 
-__all__ = ["ACCESS_LOG", "UNMATCHED", "Telemetry", "request_id"]
+__all__ = ["ACCESS_LOG", "SECURITY_HEADERS", "UNMATCHED", "Telemetry", "request_id",
+           "secure_headers"]
