@@ -9,7 +9,9 @@ optional ``hint`` saying what to do next. The tree is split by who is at fault:
 - :class:`Forbidden`     the caller may not do this;
 - :class:`Conflict`      the world moved underneath the caller (a lost compare-and-swap, an
                          idempotency key reused for another request); reload and retry;
-- :class:`Unavailable`   the environment failed (Git, disk, a remote, a database).
+- :class:`Unavailable`   the environment failed (Git, disk, a remote, a database);
+- :class:`LimitExceeded` the caller's credential is over one of its limits (rate, concurrent
+                         requests, bytes written): nothing was done; retry after a while.
 
 Edges map the tree to their own vocabulary: the CLI prints ``pal: <message>`` and exits 1,
 the HTTP API maps each class to a status and an error envelope, MCP returns a tool error.
@@ -68,4 +70,23 @@ class Unavailable(PalError):
     default_code = "unavailable"
 
 
-__all__ = ["Conflict", "Forbidden", "InvalidInput", "NotFound", "PalError", "Unavailable"]
+class LimitExceeded(PalError):
+    """A per-credential limit refused the request before any work; ``retry_after`` seconds."""
+
+    default_code = "x.pal.rate_limited"
+
+    def __init__(self, message: str, *, limit: str, retry_after: float,
+                 hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.limit = limit
+        self.retry_after = retry_after
+        self.detail = {"limit": limit, "retry_after_seconds": retry_after_seconds(retry_after)}
+
+
+def retry_after_seconds(seconds: float) -> int:
+    """A ``Retry-After`` value: whole seconds, at least 1."""
+    return max(1, int(seconds + 0.999))
+
+
+__all__ = ["Conflict", "Forbidden", "InvalidInput", "LimitExceeded", "NotFound", "PalError",
+           "Unavailable", "retry_after_seconds"]

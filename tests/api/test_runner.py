@@ -96,3 +96,33 @@ def test_an_error_reaches_only_its_caller() -> None:
         run.shutdown()
     assert isinstance(first, ValueError) and str(first) == "only mine"
     assert second == 3
+
+
+def test_callers_are_served_in_turn() -> None:
+    """One caller with many calls queued delays another's call by one of its own, not all."""
+    from palimpsest.api.guard import CALLER_KEY
+
+    run = Runner()
+    gate = threading.Event()
+    order: list[str] = []
+
+    async def queued(key: str, label: str) -> None:
+        CALLER_KEY.set(key)  # what the guard sets per request
+        await run.run(order.append, label)
+
+    async def scenario() -> None:
+        busy = asyncio.ensure_future(run.run(gate.wait, 30))
+        await asyncio.sleep(0.05)
+        flood = [asyncio.ensure_future(queued("hcred_flood", f"flood{i}")) for i in range(10)]
+        await asyncio.sleep(0.05)
+        calm = asyncio.ensure_future(queued("hcred_calm", "calm"))
+        await asyncio.sleep(0.05)
+        gate.set()
+        await asyncio.gather(busy, calm, *flood)
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        run.shutdown()
+    assert order.index("calm") <= 1  # first-come order would have put it eleventh
+    assert [x for x in order if x != "calm"] == [f"flood{i}" for i in range(10)]

@@ -41,6 +41,7 @@ from palimpsest.api.runtime import UHP_VERSION, Runner, error_response, json_res
 from palimpsest.api.schemas import SCHEMAS
 from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
+from palimpsest.service.limits import LimitConfig, Limiter
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 from palimpsest.text import safe_line
@@ -56,6 +57,7 @@ class ApiConfig:
     # remember answered without FastAPI's machinery (api/fastpath.py); same bytes either way
     fast_paths: bool = True
     audit_retention_days: int = 0  # audit entries older than this are pruned (0: kept)
+    limits: LimitConfig = field(default_factory=LimitConfig)  # per credential (service/limits)
 
 
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
@@ -89,8 +91,11 @@ def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
             return cached
         return await run.run(svc.authenticate, token)
 
+    limiter = Limiter(config.limits)
+    app.state.limiter = limiter
     app.add_middleware(Guard, config=config.guard, authenticate=authenticate,
-                       fast=remember_fast_path(svc, run) if config.fast_paths else None)
+                       fast=remember_fast_path(svc, run) if config.fast_paths else None,
+                       limiter=limiter)
     _install_error_handlers(app)
     for module in (routes_memories, routes_records, routes_ops, routes_provenance):
         app.include_router(module.router)

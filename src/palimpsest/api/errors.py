@@ -55,6 +55,7 @@ CODES: dict[str, Mapping] = {
     "x.pal.conflict": Mapping(409, "invalid_request_error"),
     "x.pal.idempotency_mismatch": Mapping(409, "invalid_request_error"),
     "x.pal.internal": Mapping(500, "server_error"),
+    "x.pal.rate_limited": Mapping(429, "rate_limit_error"),
 }
 
 # Service codes outside the chapter, under their vendor-prefixed wire names.

@@ -36,6 +36,7 @@ credential seen before from the service's cache, :meth:`MemoryService.cached_cal
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hmac
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -43,8 +44,9 @@ from typing import Any
 
 from palimpsest import canonical
 from palimpsest.api.errors import ApiError, from_pal_error
-from palimpsest.errors import PalError
+from palimpsest.errors import LimitExceeded, PalError, retry_after_seconds
 from palimpsest.service.admin import credential_id
+from palimpsest.service.limits import Limiter, Ticket
 from palimpsest.service.providers import MAX_FILE_BYTES
 
 Scope = dict[str, Any]
@@ -54,6 +56,9 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PRINCIPAL_KEY = "palimpsest.principal"
+# Whose work a facade call is: set per request to the credential's limit key, so the service
+# thread takes callers in turn (api/runtime.py Runner).
+CALLER_KEY: contextvars.ContextVar[str] = contextvars.ContextVar("palimpsest_caller", default="")
 # The credential id a well-formed bearer secret names (never the secret): for the audit log.
 CREDENTIAL_KEY = "palimpsest.credential"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1", "[::1]")
@@ -83,6 +88,7 @@ class GuardConfig:
     file_paths: tuple[str, ...] = ("/v1/files",)
     public_paths: tuple[str, ...] = PUBLIC_PATHS
     session_prefix: str = "/ui"  # the review desk: cookie sessions, its own CSRF check
+    tool_paths: tuple[str, ...] = ("/mcp",)  # limited per tool call, not per HTTP request
 
 
 # authenticate(token) -> principal; runs off the event loop (it may touch the store).
@@ -95,8 +101,9 @@ class Guard:
     """ASGI middleware applying :class:`GuardConfig` and the credential check."""
 
     def __init__(self, app: ASGIApp, *, config: GuardConfig, authenticate: Authenticate,
-                 fast: FastPath | None = None) -> None:
+                 fast: FastPath | None = None, limiter: Limiter | None = None) -> None:
         self.app = app
+        self.limiter = limiter  # per-credential limits (service/limits.py); None: unlimited
         self.config = config
         self.authenticate = authenticate
         self.fast = fast  # a hot route answered without the framework (api/fastpath.py)
@@ -124,6 +131,24 @@ class Guard:
                     INVALID_TOKEN_CHALLENGE if presented else BEARER_CHALLENGE))
                 return
             scope[PRINCIPAL_KEY] = principal_or_error
+        ticket = None
+        if not desk:
+            CALLER_KEY.set(_limit_key(scope))  # this request's task and what it awaits
+        if not desk and self.limiter is not None and path not in self.config.tool_paths:
+            try:  # the MCP endpoint's tools are limited one call at a time (mcp/server.py)
+                ticket = self.limiter.admit(_limit_key(scope))
+            except LimitExceeded as exc:
+                await send_error(from_pal_error(exc), send, path, retry_after=exc.retry_after)
+                return
+        try:
+            await self._screened(scope, receive, send, headers, desk, ticket)
+        finally:
+            if ticket is not None:
+                ticket.release()
+
+    async def _screened(self, scope: Scope, receive: Receive, send: Send,  # noqa: PLR0917
+                        headers: dict[str, str], desk: bool, ticket: Ticket | None) -> None:
+        path = scope.get("path", "")
         method = scope.get("method", "GET")
         if method in ("GET", "HEAD", "OPTIONS", "DELETE") and "content-length" not in headers:
             await self.app(scope, receive, send)
@@ -137,6 +162,12 @@ class Guard:
             await send_error(body_or_error, send, path)
             return
         body = body_or_error
+        if ticket is not None:
+            try:
+                ticket.charge(len(body))
+            except LimitExceeded as exc:
+                await send_error(from_pal_error(exc), send, path, retry_after=exc.retry_after)
+                return
         if desk:  # forms, not JSON; the desk checks its session and CSRF token itself
             await self.app(scope, _replay(body, receive), send)
             return
@@ -285,8 +316,17 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
+def _limit_key(scope: Scope) -> str:
+    """Whose limits a request counts against: its credential, else its member."""
+    credential = scope.get(CREDENTIAL_KEY)
+    if isinstance(credential, str):
+        return credential
+    member = getattr(getattr(scope.get(PRINCIPAL_KEY), "member", None), "id", None)
+    return f"member:{member}"
+
+
 async def send_error(error: ApiError, send: Send, path: str = "", *,
-                     challenge: bytes = BEARER_CHALLENGE) -> None:
+                     challenge: bytes = BEARER_CHALLENGE, retry_after: float | None = None) -> None:
     """Send one error as a complete response, in the face of the surface ``path`` is on."""
     status, body = error.on(path)
     payload = canonical.encode(body)
@@ -300,12 +340,14 @@ async def send_error(error: ApiError, send: Send, path: str = "", *,
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", challenge)] if status == 401 else []),
+            + ([(b"www-authenticate", challenge)] if status == 401 else [])
+            + ([(b"retry-after", str(retry_after_seconds(retry_after)).encode())]
+               if retry_after is not None else []),
         }
     )
     await send({"type": "http.response.body", "body": payload})
 
 
-__all__ = ["BEARER_CHALLENGE", "CREDENTIAL_KEY", "INVALID_TOKEN_CHALLENGE", "LOOPBACK_HOSTS",
-           "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig", "Limits",
-           "bearer_token", "send_error"]
+__all__ = ["BEARER_CHALLENGE", "CALLER_KEY", "CREDENTIAL_KEY", "INVALID_TOKEN_CHALLENGE",
+           "LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
+           "Limits", "bearer_token", "send_error"]

@@ -53,6 +53,7 @@ def mount_mcp(app: FastAPI, allowed_hosts: tuple[str, ...]) -> None:
 
     endpoint, lifespan = http_endpoint(service, _resolve, invoke, allowed_hosts=allowed_hosts,
                                        flow=flow if isinstance(flow, ReviewFlow) else None,
-                                       origin=_origin)
+                                       origin=_origin, limiter=getattr(app.state, "limiter",
+                                                                       None))
     app.router.routes.append(Route(MCP_PATH, endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     app.router.lifespan_context = chain_lifespan(app.router.lifespan_context, lifespan)

@@ -8,6 +8,7 @@ committed together (group commit), each still its own changeset and answered onc
 from __future__ import annotations
 
 import asyncio
+import collections
 import functools
 import queue
 import threading
@@ -20,7 +21,7 @@ from fastapi.responses import Response
 
 from palimpsest import canonical
 from palimpsest.api import errors
-from palimpsest.api.guard import INVALID_TOKEN_CHALLENGE, PRINCIPAL_KEY
+from palimpsest.api.guard import CALLER_KEY, INVALID_TOKEN_CHALLENGE, PRINCIPAL_KEY
 from palimpsest.errors import PalError
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memories import MemoryService
@@ -37,7 +38,7 @@ MAX_GROUP: Final = 32  # remembers committed together at most (bounds one transa
 
 
 class _Job:
-    __slots__ = ("call", "fn", "future", "svc")
+    __slots__ = ("call", "fn", "future", "key", "svc")
 
     def __init__(self, future: Future[Any], fn: Callable[[], Any] | None,
                  svc: MemoryService | None = None, call: RememberCall | None = None) -> None:
@@ -45,14 +46,21 @@ class _Job:
         self.fn = fn
         self.svc = svc
         self.call = call
+        self.key = CALLER_KEY.get()
 
 
 class Runner:
     """Runs facade calls on one worker thread, one at a time, off the event loop.
 
-    ``remember`` calls that queue up while the thread is busy are handed to the service
-    together (:meth:`MemoryService.remember_many`: group commit, each write still its own
-    changeset and outcome, answered only once durable); everything else runs alone.
+    Callers are served **in turn**: queued calls wait in one line per caller (the request's
+    credential, :data:`CALLER_KEY`) and the thread takes the next call from the next caller
+    in a round, so a caller with many calls queued delays another's call by at most one of its
+    own, never by its whole queue (with the per-credential limit on requests in flight,
+    ``service/limits.py``, this is what keeps one agent from slowing another's recall).
+    ``remember`` calls queued while the thread is busy are handed to the service together
+    (:meth:`MemoryService.remember_many`: group commit, each write still its own changeset
+    and outcome, answered only once durable), taken from every caller's line in the same
+    round; everything else runs alone.
     """
 
     def __init__(self, on_group: Callable[[int], None] | None = None) -> None:
@@ -94,34 +102,39 @@ class Runner:
                                                 daemon=True)
 
     def _work(self) -> None:
-        carry: Any = None
+        lines = _Lines()
+        stopping = False
         while True:
-            job = carry if carry is not None else self._queue.get()
-            carry = None
-            if job is _STOP:
-                return
-            if job.call is None:
+            if not lines and not stopping:
+                stopping = lines.add(self._queue.get())
+            while True:  # everything queued meanwhile joins its caller's line
+                try:
+                    stopping = lines.add(self._queue.get_nowait()) or stopping
+                except queue.Empty:
+                    break
+            job = lines.next()
+            if job is None:
+                if stopping:
+                    return
+                continue
+            fn, svc = job.fn, job.svc
+            if fn is not None:
                 if job.future.set_running_or_notify_cancel():
                     try:
-                        job.future.set_result(job.fn())
+                        job.future.set_result(fn())
                     except BaseException as exc:  # the awaiting route raises it
                         job.future.set_exception(exc)
                 continue
+            if svc is None:  # a remember job always names its service
+                continue
             group = [job] if job.future.set_running_or_notify_cancel() else []
-            while len(group) < MAX_GROUP:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is _STOP or nxt.call is None or nxt.svc is not job.svc:
-                    carry = nxt
-                    break
+            for nxt in lines.remembers(svc, MAX_GROUP - 1):
                 if nxt.future.set_running_or_notify_cancel():
                     group.append(nxt)
             if group:
                 if self._on_group is not None:
                     self._on_group(len(group))
-                self._run_group(job.svc, group)
+                self._run_group(svc, group)
 
     @staticmethod
     def _run_group(svc: MemoryService, group: list[_Job]) -> None:
@@ -136,6 +149,61 @@ class Runner:
                 j.future.set_exception(outcome)
             else:
                 j.future.set_result(outcome)
+
+
+class _Lines:
+    """One line of queued jobs per caller, served in a round (only the service thread)."""
+
+    def __init__(self) -> None:
+        self._lines: dict[str, collections.deque[_Job]] = {}
+        self._turn: collections.deque[str] = collections.deque()  # callers with jobs, in turn
+
+    def __bool__(self) -> bool:
+        return bool(self._turn)
+
+    def add(self, item: Any) -> bool:
+        """Queue a job in its caller's line; True for the stop marker."""
+        if item is _STOP:
+            return True
+        line = self._lines.get(item.key)
+        if line is None:
+            line = self._lines[item.key] = collections.deque()
+            self._turn.append(item.key)
+        line.append(item)
+        return False
+
+    def next(self) -> _Job | None:
+        """The next caller's first job (that caller goes to the end of the round)."""
+        if not self._turn:
+            return None
+        key = self._turn.popleft()
+        return self._pop(key)
+
+    def remembers(self, svc: MemoryService, most: int) -> list[_Job]:
+        """Up to ``most`` queued ``remember`` jobs of ``svc`` for one group commit, taken a
+        round at a time from the head of each caller's line."""
+        out: list[_Job] = []
+        progress = True
+        while len(out) < most and progress:
+            progress = False
+            for key in list(self._turn):
+                line = self._lines.get(key)
+                if line and line[0].call is not None and line[0].svc is svc and len(out) < most:
+                    out.append(line.popleft())
+                    progress = True
+                    if not line:
+                        del self._lines[key]
+                        self._turn.remove(key)
+        return out
+
+    def _pop(self, key: str) -> _Job:
+        line = self._lines[key]
+        job = line.popleft()
+        if line:
+            self._turn.append(key)
+        else:
+            del self._lines[key]
+        return job
 
 
 def caller_of(request: Request) -> Caller:

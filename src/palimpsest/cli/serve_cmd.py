@@ -35,6 +35,7 @@ from palimpsest.api.telemetry import tracing as tracing_mod
 from palimpsest.cli import serve_config
 from palimpsest.cli.datadir import default_data_dir, is_loopback
 from palimpsest.errors import InvalidInput
+from palimpsest.service.limits import LimitConfig
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text
 
@@ -91,18 +92,19 @@ def _listen(host: str, port: int) -> socket.socket:
               default=None, envvar="PAL_TLS_KEY", help="PEM private key of --tls-cert.")
 @click.option("--allow-plain-http", is_flag=True, default=None, envvar="PAL_ALLOW_PLAIN_HTTP",
               help="Serve plain HTTP on a non-loopback address (a TLS proxy in front).")
+@click.option("--requests-per-second", type=click.FloatRange(0, 1_000_000), default=None,
+              envvar="PAL_REQUESTS_PER_SECOND", help="Per credential (default 0: no rate limit).")
+@click.option("--rate-burst", type=click.IntRange(1, 1_000_000), default=None,
+              envvar="PAL_RATE_BURST", help="Requests a credential may send at once (100).")
+@click.option("--concurrent-requests", type=click.IntRange(0, 100_000), default=None,
+              envvar="PAL_CONCURRENT_REQUESTS", help="In flight per credential (16; 0: off).")
+@click.option("--write-bytes-per-minute", type=click.IntRange(0, 1 << 50), default=None,
+              envvar="PAL_WRITE_BYTES_PER_MINUTE", help="Per credential (256 MiB; 0: off).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
-def command(*, config: Path | None, data_dir: Path | None, host: str | None,
-            port: int | None, allowed_hosts: tuple[str, ...], log_level: str | None,
-            durability: str | None, tracing: str | None, audit_retention_days: int | None,
-            tls_cert: Path | None, tls_key: Path | None, allow_plain_http: bool | None,
-            as_json: bool) -> None:
-    """Run the memory service until interrupted."""
-    settings = serve_config.resolve({
-        "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
-        "log_level": log_level, "durability": durability, "tracing": tracing,
-        "audit_retention_days": audit_retention_days, "tls_cert": tls_cert, "tls_key": tls_key,
-        "allow_plain_http": allow_plain_http}, config)
+def command(*, config: Path | None, as_json: bool, **given: Any) -> None:
+    """Run the memory service until interrupted (every other option is a setting:
+    :mod:`.serve_config`)."""
+    settings = serve_config.resolve(given, config)
     _configure_logging(settings.log_level)
     if settings.tracing != "none":
         tracing_mod.configure(settings.tracing)
@@ -161,7 +163,12 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
         url = f"{'https' if tls else 'http'}://{shown_host}:{bound_port}"
         hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
         config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts),
-                           audit_retention_days=settings.audit_retention_days)
+                           audit_retention_days=settings.audit_retention_days,
+                           limits=LimitConfig(
+                               requests_per_second=settings.requests_per_second,
+                               burst=settings.rate_burst,
+                               concurrent_requests=settings.concurrent_requests,
+                               write_bytes_per_minute=settings.write_bytes_per_minute))
         app = create_app(svc, config)
         # the access log is ours (api/telemetry): uvicorn's own would repeat every request
         server = uvicorn.Server(uvicorn.Config(

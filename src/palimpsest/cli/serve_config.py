@@ -26,6 +26,13 @@ _days``            days`` ``PAL_AUDIT_   keeps every entry); pruned at start and
 ``tls_cert``,      ``--tls-cert``,       PEM certificate chain and private key: serve HTTPS
 ``tls_key``        ``--tls-key``         (both or neither)
                    ``PAL_TLS_CERT|KEY``
+``requests_per_   ``--requests-per-     per credential: requests a second (0, the default:
+second``           second``              no rate limit), bursts of ``rate_burst`` (100);
+``rate_burst``     ``--rate-burst``      ``concurrent_requests`` in flight (16) and
+``concurrent_      ``--concurrent-       ``write_bytes_per_minute`` (256 MiB); over one: 429 +
+requests``         requests``            ``Retry-After`` (HTTP), a tool error naming it (MCP)
+``write_bytes_     ``--write-bytes-      (environment: ``PAL_`` + the key in capitals)
+per_minute``       per-minute``
 ``allow_plain_     ``--allow-plain-http``  acknowledge serving plain HTTP on a non-loopback
 http``             ``PAL_ALLOW_PLAIN_    address (behind a TLS proxy); without TLS or this,
                    HTTP``                such a bind is refused
@@ -53,10 +60,14 @@ DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
     "durability": "normal", "tracing": "none", "audit_retention_days": 90,
     "tls_cert": None, "tls_key": None, "allow_plain_http": False,
+    "requests_per_second": 0.0, "rate_burst": 100, "concurrent_requests": 16,
+    "write_bytes_per_minute": 256 << 20,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
-INTEGERS: Final = {"audit_retention_days": (0, 100_000)}  # key → inclusive range
+INTEGERS: Final = {"audit_retention_days": (0, 100_000), "rate_burst": (1, 1_000_000),
+            "concurrent_requests": (0, 100_000),
+            "write_bytes_per_minute": (0, 1 << 50)}  # key → inclusive range; 0 turns a limit off
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +85,10 @@ class ServeSettings:
     tls_cert: Path | None = None
     tls_key: Path | None = None
     allow_plain_http: bool = False
+    requests_per_second: float = 0.0
+    rate_burst: int = 100
+    concurrent_requests: int = 16
+    write_bytes_per_minute: int = 256 << 20
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -119,6 +134,11 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
         return value
+    if key == "requests_per_second":
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 <= value <= 1_000_000:
+            raise refuse("a number from 0 to 1000000")
+        return float(value)
     if key in INTEGERS:
         low, high = INTEGERS[key]
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:

@@ -32,10 +32,12 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 
+from palimpsest import canonical
 from palimpsest.errors import PalError
 from palimpsest.mcp import arguments, render
 from palimpsest.mcp.handlers import HANDLERS, ToolEnv, compute_offers
 from palimpsest.mcp.tools import Offers, ToolSpec, find, offered
+from palimpsest.service.limits import Limiter, Ticket
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import AuditEntry, Caller
@@ -69,6 +71,7 @@ class Binding:
     flow: ReviewFlow | None = None
     repo: str | None = None  # the Git repository of `pal mcp` (stdio only): repo tools offered
     origin: Origin = no_origin
+    limiter: Limiter | None = None  # per-credential limits, one tool call at a time
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
@@ -103,6 +106,17 @@ def build_server(binding: Binding) -> Server[Any]:
         offers = await offers_for(env_of(ctx))
         return types.ListToolsResult(tools=[_tool(spec) for spec in offered(offers)])
 
+    def admit(ctx: ServerRequestContext[Any, Any], env: ToolEnv, spec: ToolSpec | None,
+              args: dict[str, Any]) -> Ticket | None:
+        """The credential's limits, before the tool runs (a refusal names the limit)."""
+        if binding.limiter is None:
+            return None
+        credential, _ = binding.origin(ctx)
+        ticket = binding.limiter.admit(credential or f"member:{env.caller.member.id}")
+        if spec is not None and spec.writes:
+            ticket.charge(len(canonical.encode(args)))
+        return ticket
+
     async def audit(ctx: ServerRequestContext[Any, Any], env: ToolEnv, name: str,  # noqa: PLR0917
                     args: dict[str, Any], outcome: str, reason: str | None) -> None:
         """Store the audit entry of a write or refusal before the tool answers (no content:
@@ -130,7 +144,9 @@ def build_server(binding: Binding) -> Server[Any]:
         if handler is None:
             await audit(ctx, env, name, args, "refused", "tool_not_found")
             return _text(f"Unknown tool: {name}", error=True)
+        ticket: Ticket | None = None
         try:
+            ticket = admit(ctx, env, spec, args)
             if spec is not None and spec.checked:
                 arguments.check(spec.name, spec.input_schema(), args)
             value = await binding.invoke(lambda: handler(env, args))
@@ -143,6 +159,9 @@ def build_server(binding: Binding) -> Server[Any]:
                 await audit(ctx, env, name, args, "failed", "x.pal.internal")
             return _text("The memory service failed on this request; try again later.",
                          error=True)
+        finally:
+            if ticket is not None:
+                ticket.release()
         if spec is not None and spec.writes:
             await audit(ctx, env, name, args, "ok", None)
         if isinstance(value, render.Verbatim):
@@ -197,9 +216,10 @@ def http_endpoint(
     allowed_hosts: tuple[str, ...],
     flow: ReviewFlow | None = None,
     origin: Origin = no_origin,
+    limiter: Limiter | None = None,
 ) -> tuple[StreamableHTTPASGIApp, Callable[[], Any]]:
     """The ASGI endpoint and the async context manager that must wrap the app's lifespan."""
-    server = build_server(Binding(service, resolve, invoke, None, flow, None, origin))
+    server = build_server(Binding(service, resolve, invoke, None, flow, None, origin, limiter))
     manager = StreamableHTTPSessionManager(
         app=server, json_response=True, stateless=True,
         security_settings=security_settings(allowed_hosts))
