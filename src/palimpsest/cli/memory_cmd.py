@@ -259,7 +259,7 @@ def handoff_cmd(
 @_record_options
 @click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
 @click.pass_context
-def supersede_cmd(  # noqa: PLR0917 - click passes options by name
+def supersede_cmd(
     ctx: click.Context, /, target: str, kind: str | None, input_path: str | None, as_json: bool,
     **o: Any
 ) -> None:
@@ -378,7 +378,7 @@ def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
         click.echo(show_human(found, result), nl=False)
 
 
-# recall, grep and index, prime, and the policy editor, live in modules of their own; registered here.
+# recall, grep, index, prime and the policy editor live in modules of their own; registered here.
 from palimpsest.cli.policy_cmd import COMMANDS as _POLICY_COMMANDS  # noqa: E402
 from palimpsest.cli.prime_cmd import COMMANDS as _PRIME_COMMANDS  # noqa: E402
 from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402

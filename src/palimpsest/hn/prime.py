@@ -11,7 +11,8 @@ constant warning outside author data::
 
     {"version":0,"warning":…,"atCommit":…,"truncated":false,
      "sections":[{"label":"open handoffs","kind":"handoff","matched":2,"returned":2,
-                  "memories":[…]}, {"label":"active decisions",…}, {"label":"latest verifications",…}]}
+                  "memories":[…]},
+                 {"label":"active decisions",…}, {"label":"latest verifications",…}]}
 
 The budget covers the whole fenced text an agent receives (:func:`palimpsest.hn.show.fenced`:
 the note, the ``<untrusted-data>`` fence and the JSON), counted as ⌈UTF-8 bytes / 4⌉ tokens.

@@ -16,7 +16,7 @@ from typing import Any
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.mcp import render
-from palimpsest.mcp.tools import WRITE_FLAG, REMEMBER_TYPES, Offers
+from palimpsest.mcp.tools import REMEMBER_TYPES, WRITE_FLAG, Offers
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
@@ -499,7 +499,7 @@ def compute_offers(env: ToolEnv, *, repo: bool = False) -> Offers:
     where the provider declares them. Each probe that fails counts as "not offered". Without a
     service (repository-only mode) only the repository tools."""
     if env.facade is None:
-        return Offers(repo=repo, repo_writes=repo and env.repo_writes)
+        return Offers(service=False, repo=repo, repo_writes=repo and env.repo_writes)
     def probe(fn: Callable[[], bool]) -> bool:
         try:
             return fn()

@@ -15,11 +15,13 @@ endpoint is stateless (JSON responses, no session ids), so every request is auth
 
 from __future__ import annotations
 
+import io
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import IO, Any, BinaryIO, TypeVar, cast
 
 import anyio
 import anyio.to_thread
@@ -164,8 +166,46 @@ async def serve_stdio(service: MemoryService | None, caller: Caller | None, *,
 
     server = build_server(Binding(service, lambda _ctx: caller, invoke, default_memory, flow,
                                   repo, repo_writes))
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    with strict_stdin() as stdin:
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+class StrictLines:
+    """Lines of the wire decoded strictly: the SDK's own reader replaces invalid UTF-8 with
+    U+FFFD, which would sign altered text; a line that is not UTF-8 is refused instead (it
+    reaches the SDK as a blank line, which it drops as unparseable, so nothing runs)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+
+    def readline(self) -> str:
+        """The next line, or ``""`` at the end of the wire."""
+        line = self._raw.readline()
+        try:
+            return line.decode("utf-8")
+        except UnicodeDecodeError:
+            LOG.warning("refused a message that is not valid UTF-8")
+            return "\n"
+
+
+@contextmanager
+def strict_stdin() -> Iterator[anyio.AsyncFile[str]]:
+    """The wire's stdin as :class:`StrictLines`, with fd 0 pointed at the null device while
+    serving (as the SDK does for its own reader) so no child process reads the protocol."""
+    private = os.dup(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    raw = os.fdopen(private, "rb", buffering=0, closefd=False)
+    try:
+        lines = StrictLines(io.BufferedReader(raw))
+        yield anyio.wrap_file(cast("IO[str]", lines))  # anyio only calls readline
+    finally:
+        os.dup2(private, 0)
+        os.close(private)
 
 
 # ----- streamable HTTP (pal serve) ----------------------------------------------------------

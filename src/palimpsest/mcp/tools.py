@@ -5,8 +5,8 @@ agent sees is decided by :func:`offered` from an :class:`Offers` value computed 
 tools only where the agent may write somewhere; ``memory_run_query``, ``memory_operate`` and
 ``memory_query`` only where named queries, type operations or a free-query language exist; the
 Memory Git group when the service offers it; the repository group only for stdio inside a Git
-repository, and its write tools only with ``pal mcp --allow-repo-writes``. Erase is never a tool. Adding a group is adding specs to :data:`SPECS` and handlers
-under the same names.
+repository, and its write tools only with ``pal mcp --allow-repo-writes``. Erase is never a
+tool. Adding a group is adding specs to :data:`SPECS` and handlers under the same names.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _TYPES: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "maxItem
 class Offers:
     """What one caller may be offered (computed by the server per caller)."""
 
+    service: bool = True  # False in repository-only mode: no service tool at all
     writes: bool = False
     queries: bool = False
     operations: bool = False
@@ -305,7 +306,7 @@ REPO_WRITE_TOOLS: tuple[ToolSpec, ...] = (
                 {"request": _RECORD_DOC,
                  "at": {"type": "string", "description": "Anchor revision (e.g. HEAD)."},
                  "applies": {"type": "string", "enum": ["exact", "descendants", "subject"]}},
-                ("request",)),
+                ("request", "at")),
     _repo_write("repo_memory_supersede",
                 "Replace one of your own records with a new one (the old one stays readable), "
                 "as `pal memory supersede TARGET --input - --json`.",
@@ -324,7 +325,7 @@ REPO_WRITE_NAMES = frozenset(t.name for t in REPO_WRITE_TOOLS)
 
 def offered(offers: Offers) -> list[ToolSpec]:
     """The tools for one caller, in the reference's order."""
-    tools = [t for t in UHP_TOOLS if offers.writes or not t.writes]
+    tools = [t for t in UHP_TOOLS if offers.service and (offers.writes or not t.writes)]
     if offers.queries:
         tools.append(RUN_QUERY)
     if offers.operations:
