@@ -61,11 +61,13 @@ def _data_dir(explicit: Path | None) -> Path:
     return default_data_dir().expanduser()
 
 
-def _repository_here() -> str | None:
-    """The Git repository containing the working directory (its repo-memory tools are then
-    offered), or ``None`` outside any repository."""
+def _repository(explicit: Path | None) -> str | None:
+    """The Git directory of ``--repo`` (which must be a repository: it was asked for), else of
+    the repository containing the working directory, else ``None``."""
     from palimpsest.hn import store  # noqa: PLC0415 - pygit2 only when serving
 
+    if explicit is not None:
+        return str(store.git_dir(store.open_repository(explicit.expanduser())))
     try:
         return str(store.git_dir(store.open_repository(Path.cwd())))
     except NotFound:
@@ -79,8 +81,8 @@ def service_configured(data_dir: Path | None, credential_file: Path | None) -> b
             or bool(os.environ.get("PAL_CREDENTIAL", "").strip()))
 
 
-def serve(data_dir: Path | None, credential_file: Path | None, default_memory: str | None,
-          allow_repo_writes: bool) -> None:
+def serve(data_dir: Path | None, credential_file: Path | None, default_memory: str | None, *,
+          allow_repo_writes: bool = False, repo_path: Path | None = None) -> None:
     """Serve over stdio: the service (and the repository's tools inside one), or, with no
     service configured, the repository's tools alone.
 
@@ -88,7 +90,7 @@ def serve(data_dir: Path | None, credential_file: Path | None, default_memory: s
         InvalidInput: no service configured outside a Git repository; a configured service
             whose credential is missing or refused (never a silent repository-only start).
     """
-    repo = _repository_here()
+    repo = _repository(repo_path)
     if not service_configured(data_dir, credential_file):
         if repo is None:
             raise InvalidInput(
@@ -124,6 +126,9 @@ def serve(data_dir: Path | None, credential_file: Path | None, default_memory: s
                 help="File holding the agent's credential (mode 0600); configures the service.")
 @options.shared("--memory", "default_memory", default=None,
                 help="Default memory for memory_remember when the agent names none.")
+@options.shared("--repo", "repo_path", type=click.Path(path_type=Path, file_okay=False),
+                default=None, help="The Git repository whose memory to serve (default: the one "
+                "containing the working directory).")
 @options.shared("--allow-repo-writes", "allow_repo_writes", is_flag=True,
                 help="Offer repo_memory_record, _handoff, _supersede, _retract and _challenge "
                 "(off by default).")
@@ -138,4 +143,6 @@ def command(ctx: click.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     serve(options.value(ctx, "data_dir"), options.value(ctx, "credential_file"),
-          options.value(ctx, "default_memory"), options.value(ctx, "allow_repo_writes"))
+          options.value(ctx, "default_memory"),
+          allow_repo_writes=options.value(ctx, "allow_repo_writes"),
+          repo_path=options.value(ctx, "repo_path"))
