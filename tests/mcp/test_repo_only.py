@@ -115,7 +115,7 @@ def test_options_stand_where_they_do_on_every_command(repo: Path) -> None:
     for args in (["--json", "mcp", "--help"], ["mcp", "--json", "--help"]):
         done = _start(repo, *args)
         assert done.returncode == 0, done.stderr
-        assert "--allow-repo-writes" in done.stdout
+        assert "--allow-repo-writes" in done.stdout and "install" in done.stdout
     # --memory needs the service it names a memory of
     done = _start(repo, "mcp", "--memory", "hmem_x")
     assert done.returncode == 1 and "--memory needs a memory service" in done.stderr
