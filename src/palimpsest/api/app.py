@@ -43,6 +43,7 @@ from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.text import safe_line
 from palimpsest.ui import create_desk
 
 
@@ -149,16 +150,23 @@ def _validation_error(exc: RequestValidationError) -> errors.ApiError:
     if not problems:
         return errors.ApiError("memory_invalid", "the request is malformed")
     first = problems[0]
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    loc = [_loc_part(part) for part in first.get("loc", ())
+           if part not in ("body", "query", "path")]
     param = ".".join(loc) or None
     where = f" at {param}" if param else ""
     # Only pydantic's message (which names the rule), never the offending input.
     message = f"{first.get('msg', 'invalid value')}{where}"
     detail = [
-        {"param": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
+        {"param": ".".join(_loc_part(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
         for e in problems[:20]
     ]
     return errors.ApiError("memory_invalid", message, param=param, detail=detail)
+
+
+def _loc_part(part: object) -> str:
+    # An unknown field is named by the client's own key: inert and capped, so no control
+    # character reaches a terminal or an agent (found by the service_bodies fuzz target).
+    return safe_line(str(part))[:64]
 
 
 _ERROR_STATUSES = ("401", "403", "404", "409", "413", "415", "421", "422", "503")
