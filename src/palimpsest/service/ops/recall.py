@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from palimpsest.search import rank, spelling
+from palimpsest.search import bm25, rank, spelling
 from palimpsest.search.analyzer import analyze, query_words
 from palimpsest.service import mounts, providers, wire
 from palimpsest.service.core import Core
@@ -294,12 +294,18 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                 loaded[key] = rec
             cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
                                         analyzed=hit.text, thread=hit.thread,
+                                        context=hit.context,
                                         follows=None if hit.follows is None else str(hit.follows))
         if len(hits) < want or bounded:
             exhausted = True
             break
+    # Scores storage gave count the whole store; past it, BM25 is recomputed from the reach's
+    # own statistics, so records the caller cannot see never move its order.
+    size = core.store.reach_size(reach)
+    stats = None if size is None else bm25.Statistics(size[0], size[1], expansion.df)
     ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=instant(core.now_ms()), weights=expansion.weights())
+                         now=instant(core.now_ms()), weights=expansion.weights(),
+                         statistics=stats)
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
         loaded[str(row.n)] = core.version(row)

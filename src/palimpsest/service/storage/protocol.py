@@ -341,6 +341,12 @@ class Store(Protocol):
         term: a recall counts within its reach only, so no term (nor a spelling correction)
         is chosen by a record the caller cannot see."""
 
+    def reach_size(self, memory_ids: Sequence[str]) -> tuple[int, int] | None:
+        """How many records of ``memory_ids`` the search index holds and their analysed length
+        over both columns (every status and type), kept in the write transaction — with
+        :meth:`term_docs` the BM25 statistics of a reach; ``None`` when the reach is the whole
+        store and :meth:`search`'s own scores already use exactly these statistics."""
+
     # --- files and documents -------------------------------------------------------------------
     def file(self, fid: str) -> StoredFile | None:
         """One uploaded file."""
