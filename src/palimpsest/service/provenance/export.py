@@ -88,7 +88,9 @@ def _write(store: Store, keys: ServerKeys, directory: Path, memory_id: str | Non
     heads: dict[str, dict[str, str]] = {}
     count = sigs = 0
     with store.read():
-        memories = [m.id for m in store.all_memories()]
+        names = {m.id: {"name": m.name, "description": m.description}
+                 for m in store.all_memories()}
+        memories = list(names)
         if memory_id is not None:
             if memory_id not in memories:
                 raise NotFound("no such memory in this store", code="memory_not_found",
@@ -109,7 +111,7 @@ def _write(store: Store, keys: ServerKeys, directory: Path, memory_id: str | Non
         for name, head in refs.items():
             repo.references.create(layout.git_ref(mid, name, single=single is not None),
                                    commits[head], force=True)
-    _statement(repo, keys, heads, single)
+    _statement(repo, keys, heads, single, names)
     return {"object": "palimpsest.export", "directory": str(directory), "memories": memories,
             "changesets": count, "signatures": sigs,
             "refs": sum(len(r) for r in heads.values())}
@@ -143,9 +145,9 @@ def _commit(repo: pygit2.Repository, store: Store, cs: Changeset, signatures: Se
 
 
 def _statement(repo: pygit2.Repository, keys: ServerKeys, heads: dict[str, dict[str, str]],
-               single: str | None) -> None:
+               single: str | None, names: dict[str, dict[str, str]]) -> None:
     now = datetime.now().astimezone().strftime("%Y-%m-%dT%H:%M:%S%z")
-    doc = layout.statement(heads, now, single)
+    doc = layout.statement(heads, now, single, names)
     key = keys.active()
     sig = {"key_id": key.actor, "public_key": key.public_key_text, "algorithm": "ed25519",
            "signature": b64_nopad(key.sign(layout.STATEMENT_DOMAIN + canonical.encode(doc)))}
