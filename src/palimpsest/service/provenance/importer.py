@@ -44,9 +44,11 @@ from palimpsest.hn.replication.txn import sync_lock
 from palimpsest.service import history
 from palimpsest.service.core import Core
 from palimpsest.service.model import (
+    MEMBER_TYPES,
     PROVIDER_ID,
     SHARED_MAIN,
     Changeset,
+    Member,
     Memory,
     RecordBody,
     Ref,
@@ -161,6 +163,7 @@ def _run(core: Core, quarantine: rgit.Quarantine, git_dir: Path,  # noqa: PLR091
         raise _Failed("structurally-invalid", str(refused)) from refused
     try:
         with core.store.write():  # one transaction: a failure keeps nothing of any memory
+            report["writers"] = _writers(core, checked.statement.get("writers"))
             report["memories"] = [_promote(core, mem, mode, member, quarantine.txn)
                                   for mem in memories]
     except PalError as exc:  # e.g. a record id another memory here holds
@@ -255,6 +258,26 @@ def _kept(sig: Signature) -> Signature:
 
 
 # --- promotion ---------------------------------------------------------------------------------
+def _writers(core: Core, writers: Any) -> list[str]:
+    """Directory entries for the members who authored the imported changesets and are not
+    members here: a name and a type (human or agent) so their writes read as they did at the
+    origin — no credential, no grant, no admin: an entry cannot sign in or read anything."""
+    made: list[str] = []
+    for ident, info in sorted(writers.items()) if isinstance(writers, Mapping) else ():
+        if not isinstance(info, Mapping) or core.store.member(ident) is not None:
+            continue
+        name, kind = info.get("name"), info.get("type")
+        if not (isinstance(ident, str) and ident.startswith("hmbr_") and len(ident) <= 64
+                and isinstance(name, str) and 0 < len(name) <= 200
+                and kind in MEMBER_TYPES):
+            raise _Failed("structurally-invalid", f"the statement names writer "
+                          f"{str(ident)[:40]} with no valid name and type")
+        core.store.insert_member(Member(ident, name, str(kind), False, core.now_ms()))
+        made.append(ident)
+    return made
+
+
+
 def _reach(parents: Mapping[str, tuple[str, ...]], head: str | None) -> set[str]:
     out: set[str] = set()
     stack = [head] if head else []

@@ -68,12 +68,13 @@ def named(text: str) -> tuple[str, str] | None:
 
 
 def statement(memories: Mapping[str, Mapping[str, str]], exported_at: str,
-              single: str | None, names: Mapping[str, Mapping[str, str]] | None = None
-              ) -> dict[str, Any]:
-    """The signed statement of every exported ref's head, and each memory's name and
-    description (what an import into another server names the memory it makes)."""
+              single: str | None, names: Mapping[str, Mapping[str, str]] | None = None,
+              writers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """The signed statement of every exported ref's head, each memory's name and description,
+    and the name and type of each member who authored a changeset (what an import into
+    another server names the memory it makes and whose writes its records show)."""
     return {"object": "palimpsest.export", "format": FORMAT, "exported_at": exported_at,
-            "memory": single,
+            "memory": single, "writers": {k: dict(v) for k, v in sorted((writers or {}).items())},
             "memories": {mid: dict((names or {}).get(mid, {})) for mid in sorted(memories)},
             "refs": {mid: dict(sorted(refs.items())) for mid, refs in sorted(memories.items())}}
 
