@@ -165,17 +165,23 @@ class RecordRows(ChangesetRows):
         the same state — and say which rows differ when it did not."""
         out: dict[str, str] = {}
         queries = (
-            ("record", "SELECT r.id AS k, r.mem, r.type, r.version, r.status, r.written_at, "
-             "r.body, r.writer, r.cs, r.extra, r.forgotten_at, r.standing, r.context_src, "
-             "r.thread, r.when_at, r.terms, f.text, f.context FROM records r "
-             "LEFT JOIN record_fts f ON f.rowid = r.n"),
+            # interned keys and row numbers read as the names and ids they stand for, so
+            # rows compare across stores that handed them out in another order (an import)
+            ("record", "SELECT r.id AS k, (SELECT name FROM names WHERE k = r.mem), r.type, "
+             "r.version, r.status, r.written_at, r.body, "
+             "(SELECT name FROM names WHERE k = r.writer), "
+             "(SELECT lower(hex(id)) FROM changesets WHERE seq = r.cs), r.extra, "
+             "r.forgotten_at, r.standing, r.context_src, r.thread, r.when_at, r.terms, "
+             "f.text, f.context FROM records r LEFT JOIN record_fts f ON f.rowid = r.n"),
             ("version", "SELECT r.id AS k, v.version, v.body, v.written_at, "
-             "v.invalidated_at, v.forgotten_at, v.writer, v.cs, v.extra FROM versions v "
-             "JOIN records r ON r.n = v.n"),
+             "v.invalidated_at, v.forgotten_at, (SELECT name FROM names WHERE k = v.writer), "
+             "(SELECT lower(hex(id)) FROM changesets WHERE seq = v.cs), v.extra "
+             "FROM versions v JOIN records r ON r.n = v.n"),
             ("edge", "SELECT src || ' ' || rel || ' ' || dst AS k, memory_id, COUNT(*) "
              "FROM edges GROUP BY src, dst, rel, memory_id"),
             ("count", "SELECT memory_id AS k, active FROM memory_counts WHERE active != 0"),
-            ("terms", "SELECT mem AS k, docs, length FROM record_terms WHERE docs != 0"),
+            ("terms", "SELECT (SELECT name FROM names WHERE k = mem) AS k, docs, length "
+             "FROM record_terms WHERE docs != 0"),
         )
         for name, sql in queries:
             for row in self._db.execute(sql):
