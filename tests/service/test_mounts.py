@@ -313,6 +313,9 @@ def test_only_an_empty_memory_is_mounted_once(svc: MemoryService, owner: Caller,
     with pytest.raises(InvalidInput) as twice:
         svc.mount_repository(mid, tmp_path / "repo")
     assert "already reads" in twice.value.message
+    # a mount is no projection: the history re-derives to what is stored
+    report = svc.rebuild()
+    assert report["equal"] is True and report["written"] is False
     # deleting the memory unmounts it; the repository is left as it was
     refs = {r: str(pygit2.Repository(str(tmp_path / "repo")).references[r].target)
             for r in pygit2.Repository(str(tmp_path / "repo")).references}
