@@ -6,6 +6,7 @@ reached only through the server's grants and cutoffs."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -312,6 +313,9 @@ def test_only_an_empty_memory_is_mounted_once(svc: MemoryService, owner: Caller,
     with pytest.raises(InvalidInput) as twice:
         svc.mount_repository(mid, tmp_path / "repo")
     assert "already reads" in twice.value.message
+    # a mount is no projection: the history re-derives to what is stored
+    report = svc.rebuild()
+    assert report["equal"] is True and report["written"] is False
     # deleting the memory unmounts it; the repository is left as it was
     refs = {r: str(pygit2.Repository(str(tmp_path / "repo")).references[r].target)
             for r in pygit2.Repository(str(tmp_path / "repo")).references}
@@ -395,3 +399,18 @@ def test_a_forged_stream_makes_reads_unavailable(svc: MemoryService, owner: Call
         with pytest.raises(Unavailable) as down:
             read()
         assert down.value.code == "memory_unavailable" and "signature" in down.value.message
+
+
+def test_a_vanished_repository_is_said_without_its_path(svc: MemoryService, owner: Caller,
+                                                         tmp_path: Path) -> None:
+    _, team, mid = _mounted(svc, owner, tmp_path)
+    shutil.rmtree(tmp_path / "repo")
+    answer = svc.recall(owner, team, {"text": "streams", "limit": 50})
+    assert _ids(answer, mid) == [] and [r["memory"]["name"] for r in answer["results"]] == [
+        "Team"]
+    assert answer["degraded"] == [f"repository:{mid}:not-a-repository"]
+    with pytest.raises(Unavailable) as down:
+        svc.list_records(owner, mid)
+    assert down.value.code == "memory_unavailable"
+    assert str(tmp_path) not in down.value.message and str(tmp_path) not in json.dumps(answer)
+    assert svc.get_memory(owner, mid)["records"]["count"] == 0  # it serves nothing now

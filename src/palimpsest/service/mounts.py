@@ -265,8 +265,10 @@ def count(path: str) -> int:
     and the ref files, no Git, no index build) is read; when that cannot answer — a stream
     moved since the last read — the last count it gave stands (0 before any)."""
     git = headfiles.locate(path)
-    at = headfiles.resolve(git, "HEAD") if git is not None else None
-    if git is None or at is None:
+    if git is None:
+        return 0  # no repository there (any more): it serves nothing
+    at = headfiles.resolve(git, "HEAD")
+    if at is None:
         return _COUNTS.get(path, 0)
     try:
         result = recall_kept(git, _request(Asked("", ("active",), {}), at, 1, ""))
@@ -277,8 +279,10 @@ def count(path: str) -> int:
     return _COUNTS.get(path, 0)
 
 
-def _unreadable(exc: PalError) -> Exception:
-    return unavailable(f"the repository of this memory cannot be read: {exc.message}")
+def _unreadable(exc: PalError, path: str) -> Exception:
+    # A reader is told what failed, never where the server keeps the repository.
+    why = exc.message.replace(path, "the repository")
+    return unavailable(f"the repository of this memory cannot be read: {why}")
 
 
 def listing(path: str, memory_id: str, *, include: str, type: str | None, limit: int,
@@ -301,7 +305,7 @@ def listing(path: str, memory_id: str, *, include: str, type: str | None, limit:
             raise invalid("cursor is not one this server issued for this list",
                           hint="a repository's cursor continues the same list: same include, "
                           "type and limit") from exc
-        raise _unreadable(exc) from exc
+        raise _unreadable(exc, path) from exc
     data = [record_of(memory_id, json.loads(raw)).to_wire([]) for raw in page.records]
     return {"object": "list", "data": data, "next": page.next_cursor or None}
 
@@ -328,7 +332,7 @@ def find(path: str, memory_id: str, record_id: str) -> RecordVersion | None:
             if not cursor:
                 return None
     except PalError as exc:
-        raise _unreadable(exc) from exc
+        raise _unreadable(exc, path) from exc
 
 
 def mounted(store: Store, memory_ids: list[str]) -> dict[str, str]:
