@@ -290,6 +290,23 @@ def key_rotate(ctx: click.Context) -> None:
     _emit(ctx, doc, lambda: _key_lines(doc))
 
 
+# --- mounted repositories --------------------------------------------------------------------
+
+
+@command.command("mount-repo")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--memory", "memory_id", required=True,
+              help="The empty memory whose records the repository's streams become.")
+@click.pass_context
+def mount_repo(ctx: click.Context, path: Path, memory_id: str) -> None:
+    """Make a Git repository's hn-memory/0 streams the provider of an empty memory: its
+    verified memories are served read-only, fresh on every read, to whoever may read it."""
+    with _service(ctx) as svc:
+        doc = svc.mount_repository(memory_id, path)
+    _emit(ctx, doc, lambda: [f"mounted {doc['path']} as memory {doc['memory_id']} "
+                             f"(provider {doc['provider']})"])
+
+
 # --- migrate ---------------------------------------------------------------------------------
 
 
