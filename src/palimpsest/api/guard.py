@@ -128,6 +128,9 @@ class Guard:
         cap = (limits.form_body_bytes if desk else
                limits.file_body_bytes if is_file else limits.json_body_bytes)
         body_or_error = await self._body(headers, receive, cap)
+        if is_file and isinstance(body_or_error, ApiError) \
+                and body_or_error.code == "x.pal.request_too_large":
+            body_or_error = _too_large_upload(cap)
         if isinstance(body_or_error, ApiError):
             await send_error(body_or_error, send, path)
             return
@@ -213,6 +216,17 @@ def _host_name(host: str) -> str:
         end = host.find("]")
         return host[: end + 1] if end > 0 else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _too_large_upload(cap: int) -> ApiError:
+    """The 413 of ``POST /v1/files``, which cannot send the client to itself."""
+    return ApiError(
+        "x.pal.request_too_large",
+        f"the file is larger than {cap} bytes ({cap / (1 << 20):g} MiB), the most one upload "
+        "takes; split it into smaller files and upload each, or keep it elsewhere and name "
+        "it in a record's references",
+        detail={"limit_bytes": cap},
+    )
 
 
 async def _read_body(headers: dict[str, str], receive: Receive, cap: int) -> bytes | ApiError:
