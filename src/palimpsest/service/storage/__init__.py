@@ -11,12 +11,19 @@ from palimpsest.service.storage.schema import SCHEMA_VERSION
 from palimpsest.service.storage.sqlite import SqliteStore
 
 
-def open_store(data_dir: Path, *, durability: str = "normal") -> Store:
-    """The store of a data directory (the embedded SQLite store; created when missing).
+def open_store(data_dir: Path, *, durability: str = "normal",
+               database: str | None = None) -> Store:
+    """The store of a data directory: the embedded SQLite store (created when missing), or,
+    with ``database`` (a ``postgresql://`` URL), the PostgreSQL store (its schema created in an
+    empty database; file bytes stay in ``data_dir``).
 
     Raises:
         Unavailable: memory_unavailable when it cannot be opened, or holds another schema.
     """
+    if database:
+        from palimpsest.service.storage.postgres import PostgresStore  # noqa: PLC0415 — psycopg loads only when used
+
+        return PostgresStore(data_dir, database)
     return SqliteStore(data_dir, durability=durability)
 
 

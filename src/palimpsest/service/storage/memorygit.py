@@ -31,7 +31,7 @@ from palimpsest.service.model import Changeset
 from palimpsest.service.storage.protocol import changeset_key, proposal_key
 from palimpsest.service.storage.schema import Connection
 
-_SCHEMA = """
+REVIEW_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mg_proposals (
   proposal_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, originator TEXT NOT NULL,
   status TEXT NOT NULL, doc TEXT NOT NULL, seq INTEGER NOT NULL);
@@ -107,7 +107,7 @@ class GitStore:
         self.store = store
         self._db = store.connection()
         with store.write():
-            for statement in _SCHEMA.split(";"):
+            for statement in REVIEW_SCHEMA.split(";"):
                 if statement.strip():
                     self._db.execute(statement)
 
@@ -464,4 +464,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore", "Host"]
+__all__ = ["REVIEW_SCHEMA", "GitStore", "Host"]
