@@ -288,7 +288,8 @@ class PostgresStore(SearchRows):
         if self._in_tx:
             return
         with self.lock, self._pool.connection() as conn:
-            conn.execute("VACUUM FULL bodies, records, versions, record_fts, idempotency")
+            conn.execute("VACUUM FULL bodies, records, versions, record_fts, fts_terms, "
+                         "idempotency, docs")
 
     def clear_projections(self) -> None:
         """Drop every projection (records, versions, index, statistics) before a rebuild."""
