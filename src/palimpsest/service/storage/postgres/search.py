@@ -6,7 +6,7 @@ both backends tokenise identically; a GIN index over them finds the candidates (
 query term), and BM25 is the project's (:func:`palimpsest.search.bm25.scores`) — equal to
 FTS5's ``bm25()`` given the statistics FTS5 uses: records of the whole index, their total
 length, and how many hold each term. Those are kept by triggers in the writing transaction
-(``fts_docs``, ``fts_terms``, per memory, so writers of two memories never meet on a row), and
+(``record_terms``, ``fts_terms``, per memory, so writers of two memories never meet on a row), and
 summed here.
 
 A query term with a space is a phrase (a CJK run: its characters in order), matched in one
@@ -63,8 +63,8 @@ class SearchRows(SqlRows):
         ``memory_ids`` only, when given)."""
         mems = None if memory_ids is None else self._mems(memory_ids)
         where, args = ("", []) if mems is None else (" WHERE mem = ANY(?)", [mems])
-        row = self._one(f"SELECT COALESCE(SUM(docs), 0) AS d, COALESCE(SUM(tokens), 0) AS t "  # noqa: S608 — placeholders only
-                        f"FROM fts_docs{where}", args)
+        row = self._one(f"SELECT COALESCE(SUM(docs), 0) AS d, COALESCE(SUM(length), 0) AS t "  # noqa: S608 — placeholders only
+                        f"FROM record_terms{where}", args)
         df = self._df(terms, mems)
         return bm25.Statistics(int(row["d"]), int(row["t"]), df)
 
@@ -128,7 +128,7 @@ class SearchRows(SqlRows):
             m = more.get(r["n"])
             out.append(Hit(int(r["n"]), float(score), r["text"],
                            m["thread"] if m else None, m["when_at"] if m else None,
-                           m["follows"] if m else None))
+                           m["follows"] if m else None, r["context"]))
         return out
 
     def term_docs(self, terms: Sequence[str],

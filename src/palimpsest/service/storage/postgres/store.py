@@ -293,7 +293,7 @@ class PostgresStore(SearchRows):
 
     def clear_projections(self) -> None:
         """Drop every projection (records, versions, index, statistics) before a rebuild."""
-        self._x("TRUNCATE records, versions, record_fts, fts_docs, fts_terms, edges, "
+        self._x("TRUNCATE records, versions, record_fts, record_terms, fts_terms, edges, "
                 "memory_counts")
 
     def import_proposal(self, doc: Any, seq: int) -> None:
