@@ -30,10 +30,38 @@ def open_store(data_dir: Path, *, durability: str = "normal",
     return SqliteStore(data_dir, durability=durability)
 
 
+def migrate_database(url: str) -> tuple[int, int]:
+    """Bring the PostgreSQL database at ``url`` to this version's schema: ``(found, now)``
+    (``pal admin migrate-schema``).
+
+    Raises:
+        Unavailable: it cannot be reached, or holds a schema newer than this version knows.
+    """
+    from palimpsest.service.storage.postgres import migrate_schema  # noqa: PLC0415 — psycopg loads only when used
+
+    return migrate_schema(url)
+
+
+def database_name(url: str) -> str:
+    """A PostgreSQL URL without its password, for messages."""
+    from palimpsest.service.storage.postgres import redacted  # noqa: PLC0415 — psycopg loads only when used
+
+    return redacted(url)
+
+
 def open_import_target(data_dir: Path) -> ImportTarget:
     """A new store to fill from one of an older schema (``pal admin migrate``)."""
     return SqliteStore(data_dir)
 
 
-__all__ = ["SCHEMA_VERSION", "check_database", "copy_database", "named_files",
-           "open_import_target", "open_store", "private_dir"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "check_database",
+    "copy_database",
+    "database_name",
+    "migrate_database",
+    "named_files",
+    "open_import_target",
+    "open_store",
+    "private_dir",
+]
