@@ -80,14 +80,18 @@ def _listen(host: str, port: int) -> socket.socket:
               envvar="PAL_DURABILITY", help="full: an fsync per write (default normal).")
 @click.option("--tracing", type=click.Choice(serve_config.TRACING), default=None,
               envvar="PAL_TRACING", help="Export OpenTelemetry spans (default none).")
+@click.option("--database", default=None, envvar="PAL_DATABASE_URL",
+              help="postgresql:// URL: keep the store on PostgreSQL ($PAL_DATABASE_URL; "
+              "default: the embedded SQLite store in the data directory).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
 def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
             allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
-            tracing: str | None, as_json: bool) -> None:
+            tracing: str | None, database: str | None, as_json: bool) -> None:
     """Run the memory service until interrupted."""
     settings = serve_config.resolve({
         "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
-        "log_level": log_level, "durability": durability, "tracing": tracing}, config)
+        "log_level": log_level, "durability": durability, "tracing": tracing,
+        "database": database}, config)
     _configure_logging(settings.log_level)
     if settings.tracing != "none":
         tracing_mod.configure(settings.tracing)
@@ -113,7 +117,7 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
     directory, host, port = settings.data_dir, settings.host, settings.port
     loopback = is_loopback(host)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    svc = MemoryService(directory, durability=settings.durability)
+    svc = MemoryService(directory, durability=settings.durability, database=settings.database)
     try:
         owner: dict[str, Any] | None = None
         if not loopback:

@@ -20,6 +20,9 @@ key (file)         flag / environment    meaning
                    ``PAL_DURABILITY``    ``full`` (an fsync per write: survives power loss)
 ``tracing``        ``--tracing``         ``none`` (default), ``console`` (spans as JSON lines
                    ``PAL_TRACING``       on stderr) or ``otlp``; needs the OpenTelemetry SDK
+``database``       ``--database``        a ``postgresql://`` URL: the store on PostgreSQL
+                   ``PAL_DATABASE_URL``  (keys and file bytes stay in the data directory);
+                                         unset: the embedded SQLite store
 =================  ====================  ==================================================
 
 An unknown key, a value of the wrong type or out of range is refused by name before the
@@ -42,7 +45,7 @@ DURABILITY: Final = ("normal", "full")
 TRACING: Final = ("none", "console", "otlp")
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
-    "durability": "normal", "tracing": "none",
+    "durability": "normal", "tracing": "none", "database": None,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
@@ -59,6 +62,7 @@ class ServeSettings:
     log_level: str
     durability: str
     tracing: str
+    database: str | None = None
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -95,6 +99,10 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
     if key == "port":
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
+        return value
+    if key == "database":
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise refuse("a postgresql:// connection URL")
         return value
     if key == "allowed_hosts":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v
