@@ -8,16 +8,20 @@ from pathlib import Path
 
 from palimpsest.service.storage.protocol import ImportTarget, Store
 from palimpsest.service.storage.schema import SCHEMA_VERSION
-from palimpsest.service.storage.sqlite import SqliteStore
+from palimpsest.service.storage.sqlite import WRITE_WAIT_SECONDS, SqliteStore
 
 
-def open_store(data_dir: Path, *, durability: str = "normal") -> Store:
+def open_store(data_dir: Path, *, durability: str = "normal",
+               write_wait: float = WRITE_WAIT_SECONDS) -> Store:
     """The store of a data directory (the embedded SQLite store; created when missing).
+
+    ``write_wait``: seconds a write waits for the writers of other processes before it is
+    refused as busy (503 with ``Retry-After``).
 
     Raises:
         Unavailable: memory_unavailable when it cannot be opened, or holds another schema.
     """
-    return SqliteStore(data_dir, durability=durability)
+    return SqliteStore(data_dir, durability=durability, write_wait=write_wait)
 
 
 def open_import_target(data_dir: Path) -> ImportTarget:
@@ -25,4 +29,4 @@ def open_import_target(data_dir: Path) -> ImportTarget:
     return SqliteStore(data_dir)
 
 
-__all__ = ["SCHEMA_VERSION", "open_import_target", "open_store"]
+__all__ = ["SCHEMA_VERSION", "WRITE_WAIT_SECONDS", "open_import_target", "open_store"]
