@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import sqlite3
 import ssl
 import threading
 import time
@@ -64,8 +65,14 @@ def worker_of(client: httpx.Client) -> int:
 
 def pinned(server: Server, token: str, per_worker: int) -> dict[int, list[httpx.Client]]:
     """``per_worker`` clients on each worker's own connection (clients beyond are closed)."""
-    out: dict[int, list[httpx.Client]] = {w: [] for w in range(WORKERS)}
-    for _ in range(WORKERS * per_worker * 20):
+    return pinned_to(server, token, WORKERS, per_worker)
+
+
+def pinned_to(server: Server, token: str, workers: int,
+              per_worker: int) -> dict[int, list[httpx.Client]]:
+    """``per_worker`` clients on each of ``workers`` workers."""
+    out: dict[int, list[httpx.Client]] = {w: [] for w in range(workers)}
+    for _ in range(workers * per_worker * 20):
         if all(len(c) == per_worker for c in out.values()):
             return out
         client = connect(server, token)
@@ -375,3 +382,37 @@ def _replacement(server: Server, victim: int) -> int | None:
             return fresh.pop()
         time.sleep(0.1)
     return None
+
+
+def test_past_the_write_wait_every_worker_answers_503_with_retry_after(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    made = provision(data_dir, [])
+    server = start(data_dir, "--workers", "2", "--write-wait", "0.3")
+    token = made["owner"].token
+    try:
+        with server.client(token) as owner:
+            mid = ok(owner.post("/v1/memories", json={"name": "Busy"}))["id"]
+        clients = {w: c[0] for w, c in pinned_to(server, token, 2, 1).items()}
+        url = f"/v1/memories/{mid}/records"
+        db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")  # another process writing, past every worker's wait
+            for client in clients.values():
+                refused = client.post(url, json={"content": "later"},
+                                      headers={"Idempotency-Key": "k1"})
+                error = err(refused, 503, "memory_unavailable")
+                assert refused.headers["retry-after"] == "1"
+                assert "busy" in error["message"] and "locked" not in error["message"]
+                ok(client.get(url))  # reads do not wait for the writer
+            db.execute("ROLLBACK")
+        finally:
+            db.close()
+        answers = [ok(c.post(url, json={"content": "later"}, headers={"Idempotency-Key": "k1"}))
+                   for c in clients.values()]
+        assert answers[0] == answers[1]  # the retry wrote it once
+        with server.client(token) as reader:
+            assert len(every_record(reader, mid)) == 1
+        for client in clients.values():
+            client.close()
+    finally:
+        assert server.stop() == 0, server.stderr()

@@ -54,9 +54,9 @@ class ApiConfig:
     title: str = "Palimpsest memory service"
     # remember answered without FastAPI's machinery (api/fastpath.py); same bytes either way
     fast_paths: bool = True
-    # which worker process of `pal serve --workers N` this is (None: the only one); /metrics
-    # names it, since each worker counts only what it answered
-    worker: int | None = None
+    # which worker process of `pal serve --workers N` this is (0: the first or only one);
+    # /metrics names it, since each worker counts only what it answered
+    worker: int = 0
 
 
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:

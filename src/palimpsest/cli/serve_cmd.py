@@ -140,9 +140,10 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
         url = f"http://{shown_host}:{bound_port}"
         hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
         if settings.workers == 1:
+            server = _server(svc, hosts, settings, worker=None)
             _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
                       pids=[os.getpid()], as_json=as_json)
-            _run_server(svc, sock, hosts, settings, worker=None)
+            server.run(sockets=[sock])
             return
     finally:
         svc.close()
@@ -189,15 +190,16 @@ def _worker(sock: socket.socket, hosts: tuple[str, ...], settings: serve_config.
     svc = MemoryService(settings.data_dir, durability=settings.durability,
                         write_wait=settings.write_wait)
     try:
-        _run_server(svc, listener, hosts, settings, worker=index)
+        _server(svc, hosts, settings, worker=index).run(sockets=[listener])
     finally:
         svc.close()
         tracing_mod.shutdown()
 
 
-def _run_server(svc: MemoryService, sock: socket.socket, hosts: tuple[str, ...],
-                settings: serve_config.ServeSettings, *, worker: int | None) -> None:
-    app = create_app(svc, ApiConfig(guard=GuardConfig(allowed_hosts=hosts), worker=worker))
+def _server(svc: MemoryService, hosts: tuple[str, ...], settings: serve_config.ServeSettings,
+            *, worker: int | None) -> uvicorn.Server:
+    """The HTTP server over ``svc``, with SIGINT/SIGTERM already asking it to stop."""
+    app = create_app(svc, ApiConfig(guard=GuardConfig(allowed_hosts=hosts), worker=worker or 0))
     # the access log is ours (api/telemetry): uvicorn's own would repeat every request
     server = uvicorn.Server(uvicorn.Config(
         app, log_level=settings.log_level, access_log=False, lifespan="on",
@@ -214,7 +216,7 @@ def _run_server(svc: MemoryService, sock: socket.socket, hosts: tuple[str, ...],
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, stop)
-    server.run(sockets=[sock])
+    return server
 
 
 def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[str, Any] | None,

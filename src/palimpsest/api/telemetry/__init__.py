@@ -42,7 +42,7 @@ def _json(description: str) -> dict[str, object]:
 class Observability:
     """The metrics of one app and the hooks the app calls."""
 
-    def __init__(self, *, worker: int | None = None) -> None:
+    def __init__(self, *, worker: int = 0) -> None:
         self.metrics = Metrics(worker=worker)
 
     def credential_checked(self, *, cached: bool) -> None:
