@@ -30,14 +30,18 @@ from palimpsest.text import safe_text
 Wire = dict[str, Any]
 
 
-@contextmanager
-def _service(ctx: click.Context) -> Iterator[Any]:
+def _store_dir(ctx: click.Context) -> Path:
     directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     if not holds_store(directory) and not options.value(ctx, "create"):
         raise NotFound(f"{directory} holds no memory store", code="no-store",
                        hint="pass the data directory `pal serve` printed at start (--data-dir "
                        "or $PAL_DATA_DIR), or add --create to start a new store there")
-    svc = MemoryService(directory)
+    return directory
+
+
+@contextmanager
+def _service(ctx: click.Context) -> Iterator[Any]:
+    svc = MemoryService(_store_dir(ctx))
     try:
         yield svc
     finally:
@@ -286,6 +290,23 @@ def key_rotate(ctx: click.Context) -> None:
     _emit(ctx, doc, lambda: _key_lines(doc))
 
 
+# --- mounted repositories --------------------------------------------------------------------
+
+
+@command.command("mount-repo")
+@click.argument("path", type=click.Path(path_type=Path))
+@click.option("--memory", "memory_id", required=True,
+              help="The empty memory whose records the repository's streams become.")
+@click.pass_context
+def mount_repo(ctx: click.Context, path: Path, memory_id: str) -> None:
+    """Make a Git repository's hn-memory/0 streams the provider of an empty memory: its
+    verified memories are served read-only, fresh on every read, to whoever may read it."""
+    with _service(ctx) as svc:
+        doc = svc.mount_repository(memory_id, path)
+    _emit(ctx, doc, lambda: [f"mounted {doc['path']} as memory {doc['memory_id']} "
+                             f"(provider {doc['provider']})"])
+
+
 # --- migrate ---------------------------------------------------------------------------------
 
 
@@ -299,6 +320,47 @@ def migrate(ctx: click.Context) -> None:
     directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = run(directory)
     _emit(ctx, report, lambda: [f"{key}: {value}" for key, value in report.items()])
+
+
+# --- backup and restore (service/backup.py) ---------------------------------------------------
+
+
+@command.command("backup")
+@click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
+@click.pass_context
+def backup_cmd(ctx: click.Context, dest: Path) -> None:
+    """Copy the store to the new directory DEST, consistently while the server runs: the
+    database as of one moment, the file bytes it names, the server's keys, a manifest of
+    digests. DEST is itself a data directory; bring it back with pal admin restore."""
+    from palimpsest.service.backup import backup  # noqa: PLC0415 — rare command
+
+    report = backup(_store_dir(ctx), dest.expanduser())
+    _emit(ctx, report, lambda: [
+        f"backed up {report['source']} to {report['path']} ({report['database']['bytes']} "
+        f"bytes of database, {report['files']['count']} files, {len(report['keys'])} keys)"])
+
+
+@command.command("restore")
+@click.argument("source", type=click.Path(path_type=Path, file_okay=False, exists=True))
+@click.pass_context
+def restore_cmd(ctx: click.Context, source: Path) -> None:
+    """Check the backup SOURCE (its digests, SQLite's integrity check, every file's bytes, a
+    rebuild equal to what it stores) and make it the store of --data-dir, which must be a new
+    or empty directory; nothing is written when a check fails."""
+    from palimpsest.service.backup import restore  # noqa: PLC0415 — rare command
+
+    def rebuild(directory: Path) -> Wire:
+        with MemoryService(directory) as svc:
+            return svc.rebuild()
+
+    target: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
+    report = restore(source.expanduser(), target, rebuild)
+    _emit(ctx, report, lambda: [
+        f"restored {report['backup']} (taken {report['backup_created_at']}) into "
+        f"{report['path']}: {report['rebuild']['changesets']} changesets, "
+        f"{report['rebuild']['records']} records, {report['files']['count']} files; "
+        "rebuild equal",
+        f"serve it with: pal serve --data-dir {report['path']}"])
 
 
 # --- rebuild ---------------------------------------------------------------------------------

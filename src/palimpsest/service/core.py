@@ -19,7 +19,7 @@ from typing import Any
 from palimpsest import canonical
 from palimpsest.errors import NotFound
 from palimpsest.search.fts import document_text
-from palimpsest.service import history, projection, wire
+from palimpsest.service import history, mounts, projection, wire
 from palimpsest.service.access import Tree, View
 from palimpsest.service.model import (
     SHARED_MAIN,
@@ -38,6 +38,7 @@ from palimpsest.service.model import (
     not_found,
     unavailable,
 )
+from palimpsest.service.providers import REPOSITORY_PROVIDER
 from palimpsest.service.storage.protocol import Store
 from palimpsest.service.storage.rows import RecordHead, StoredVersion
 
@@ -195,7 +196,10 @@ class Core:
             raise not_found()
         if privilege is not None and not view.can(memory_id, privilege):
             raise forbidden(privilege)
-        return view, view.tree.nodes[memory_id]
+        m = view.tree.nodes[memory_id]
+        if privilege == "write" and m.provider == REPOSITORY_PROVIDER:
+            raise mounts.read_only()  # only to a caller who holds write: unknown ≡ forbidden
+        return view, m
 
     def memory_wire(self, view: View, m: Memory) -> Wire:
         """The memory object for this caller."""

@@ -33,7 +33,7 @@ from pathlib import Path
 from types import TracebackType
 
 from palimpsest.service import admin as admin_mod
-from palimpsest.service import grouped, history, projection, providers, sessions
+from palimpsest.service import grouped, history, mounts, projection, providers, sessions
 from palimpsest.service.core import Core
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memorygit import dossier
@@ -256,10 +256,18 @@ class MemoryService:
         ``differences`` then names the rows. Nothing is written unless ``repair`` is set."""
         return self._core.rebuild(repair=repair)
 
+    def mount_repository(self, memory_id: str, path: Path | str) -> Wire:
+        """Operator (``pal admin mount-repo``): make the Git repository at ``path`` — its
+        ``hn-memory/0`` streams — the provider of the empty memory ``memory_id``
+        (docs/service.md, "Repository memory"). Raises memory_not_found, memory_invalid (a
+        missing path, not a repository's top, no commit, already mounted, not empty)."""
+        return mounts.mount(self._store, memory_id, path, self._core.now_ms())
+
     # --- discovery and providers --------------------------------------------------------------
     def providers(self, caller: Caller) -> Wire:
         """``GET /v1/memories/providers`` → ``{object:"list", data:[capability document]}``."""
-        return {"object": "list", "data": [providers.capability_document()]}
+        return {"object": "list", "data": [providers.capability_document(),
+                                           providers.repository_capability_document()]}
 
     def types(self, caller: Caller) -> Wire:
         """``GET /v1/memories/types`` → core and server types."""

@@ -18,6 +18,9 @@ KEPT_MEDIA: Final = ("text/*", "image/*", "audio/*", "application/pdf", "applica
 MAX_FILE_BYTES: Final = 25 * 1024 * 1024
 SERVED_SIGNALS: Final = ("text", "filters")  # what ops.recall answers
 MAX_RECALL_MEMORIES: Final = 200  # subtree cap, reported in degraded when reached
+# A memory whose records are a Git repository's hn-memory/0 streams (service/mounts.py).
+REPOSITORY_PROVIDER: Final = "hn-memory"
+REPOSITORY_SIGNALS: Final = ("text", "filters")  # what service/mounts.py answers
 
 
 def keeps_media(media_type: str) -> bool:
@@ -53,8 +56,40 @@ def capability_document() -> Wire:
     }
 
 
+def repository_capability_document() -> Wire:
+    """What a mounted repository serves (``service/mounts.py``): verified, applicable,
+    evidence-resolved memories of its streams at ``HEAD``, read-only."""
+    return {
+        "id": REPOSITORY_PROVIDER,
+        "object": "memory.provider",
+        # Each mounted memory reads its own repository and nothing else.
+        "isolation": "container",
+        "derivation": "none",
+        "observe": False,  # episodes are refused: memory_unsupported
+        # text: every term must be present, the repository's lexical recall (no relevance
+        # score); filters: the grammar over each record (kind, trust, lifecycle, actor pushed
+        # down to the repository's own filters).
+        "recall": {"signals": list(REPOSITORY_SIGNALS), "abstain": True},
+        # A repository memory is never rewritten: its one signed version is its history
+        # (supersede, retract and challenge are memories of their own).
+        "history": {"content": "versions", "structure": "none"},
+        "revise": False, "forget": False, "erase": False,  # memory_unsupported
+        "prime": False,  # a repository memory is never a standing record
+        "consolidate": False,
+        "holds": False,
+        "queries": {"named": False, "free": None},
+        "types": False,
+        "graph": {"entities": "none"},
+        "content": {"media": [], "bytes": "kept", "describes": []},
+        "limits": {"recall_memories": MAX_RECALL_MEMORIES},
+        "x.pal.source": "hn-memory/0",
+        "x.pal.read_only": True,
+    }
+
+
 def is_known(provider_id: str) -> bool:
-    """Only the built-in provider is connected."""
+    """Only the built-in provider takes a memory at creation (a repository is mounted by the
+    operator: ``pal admin mount-repo``)."""
     return provider_id == PROVIDER_ID
 
 
@@ -67,5 +102,6 @@ def types_list() -> Wire:
     return {"object": "list", "data": data}
 
 
-__all__ = ["KEPT_MEDIA", "MAX_FILE_BYTES", "MAX_RECALL_MEMORIES", "capability_document",
-           "is_known", "keeps_media", "types_list"]
+__all__ = ["KEPT_MEDIA", "MAX_FILE_BYTES", "MAX_RECALL_MEMORIES", "REPOSITORY_PROVIDER",
+           "REPOSITORY_SIGNALS", "capability_document", "is_known", "keeps_media",
+           "repository_capability_document", "types_list"]

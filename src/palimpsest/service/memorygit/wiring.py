@@ -25,6 +25,8 @@ from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
 from palimpsest.service.memorygit.repository import GitService, Projector, member_of
 from palimpsest.service.model import Caller, Wire, forbidden, not_found
+from palimpsest.service.mounts import read_only
+from palimpsest.service.providers import REPOSITORY_PROVIDER
 from palimpsest.service.storage.protocol import ReviewStore
 
 KEY_FILE = "merge-hmac.key"
@@ -83,9 +85,11 @@ class ServiceAccess:
         if not member:
             raise not_found()
         caller = self.svc.caller(member)
-        held = self.svc.get_memory(caller, project).get("privileges", [])
-        if privilege not in held:
+        memory = self.svc.get_memory(caller, project)
+        if privilege not in memory.get("privileges", []):
             raise forbidden(privilege)  # exactly the UHP routes' refusal
+        if privilege == "write" and memory.get("provider") == REPOSITORY_PROVIDER:
+            raise read_only()  # a mounted repository's history is the repository's
 
 
 def open_flow(svc: Host, ring: KeyRing | None = None) -> ReviewFlow:

@@ -24,9 +24,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from palimpsest.search import rank, spelling
+from palimpsest.search import bm25, rank, spelling
 from palimpsest.search.analyzer import analyze, query_words
-from palimpsest.service import providers, wire
+from palimpsest.service import mounts, providers, wire
 from palimpsest.service.core import Core
 from palimpsest.service.model import Caller, RecordVersion, Wire
 from palimpsest.service.ops.tree import navigation
@@ -185,7 +185,10 @@ def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
         if len(reach) > providers.MAX_RECALL_MEMORIES:
             reach = reach[:providers.MAX_RECALL_MEMORIES]
             degraded.append(f"subtree:capped_at_{providers.MAX_RECALL_MEMORIES}_memories")
-        found, partial = search(core, req, reach)
+        # Mounted repositories in the reach (already judged readable, as every memory) are
+        # asked by their own provider; the store searches the rest.
+        paths = mounts.mounted(core.store, reach)
+        found, partial = search(core, req, [x for x in reach if x not in paths])
         if partial:
             degraded.append(f"filters:scanned_{SCAN_CAP}_candidates")
         results = [{"record": core.render(view, rec),
@@ -194,9 +197,34 @@ def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
                     "why": why(req, lexical)} for rec, score, lexical in found]
         out: Wire = {"object": "memory.recall", "results": results}
         out.update(navigation(core, view, m))
-        out["degraded"] = degraded
-        out["abstain"] = not results
+    # The repositories are read outside the store's snapshot (their own files, their own
+    # index); a record of one names no other record, so it renders without the store.
+    sources = [results]
+    for mid, path in paths.items():
+        recs, missing = mounts.search(
+            path, mid, req, lambda rec: req.filters is None or matches(req.filters, rec))
+        degraded += missing
+        sources.append([{"record": rec.to_wire([]),
+                         "memory": {"id": mid, "name": view.tree.nodes[mid].name},
+                         "score": None,
+                         "why": why(req, bool(mounts.asked(req).query))} for rec in recs])
+    if len(sources) > 1:
+        results = interleave(sources, req.limit)
+        out["results"] = results
+    out["degraded"] = degraded
+    out["abstain"] = not results
     return out
+
+
+def interleave(sources: Sequence[Sequence[Wire]], limit: int) -> list[Wire]:
+    """One answer from several providers' ranked lists: the first of each, then the second of
+    each, … (no score compares across providers), at most ``limit``."""
+    out: list[Wire] = []
+    for rank_ in range(max(len(s) for s in sources)):
+        for s in sources:
+            if rank_ < len(s):
+                out.append(s[rank_])
+    return out[:limit]
 
 
 def search(core: Core, req: wire.RecallRequest, reach: list[str]
@@ -266,12 +294,18 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
                 loaded[key] = rec
             cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
                                         analyzed=hit.text, thread=hit.thread,
+                                        context=hit.context,
                                         follows=None if hit.follows is None else str(hit.follows))
         if len(hits) < want or bounded:
             exhausted = True
             break
+    # Scores storage gave count the whole store; past it, BM25 is recomputed from the reach's
+    # own statistics, so records the caller cannot see never move its order.
+    size = core.store.reach_size(reach)
+    stats = None if size is None else bm25.Statistics(size[0], size[1], expansion.df)
     ranked = rank.rerank(req.query, list(cands.values()), limit=req.limit, text=req.text,
-                         now=instant(core.now_ms()), weights=expansion.weights())
+                         now=instant(core.now_ms()), weights=expansion.weights(),
+                         statistics=stats)
     missing = [int(r.key) for r in ranked if r.key not in loaded]
     for row in core.store.current_rows(missing):
         loaded[str(row.n)] = core.version(row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from palimpsest.errors import Forbidden
-from palimpsest.service import history, providers, wire
+from palimpsest.service import history, mounts, providers, wire
 from palimpsest.service.access import View
 from palimpsest.service.core import Core, mint
 from palimpsest.service.model import (
@@ -278,7 +278,9 @@ def erase(core: Core, caller: Caller, memory_id: str, body: Wire, key: str | Non
     rids = list(dict.fromkeys(wire.ident(x, "record_ids[]") for x in ids))
 
     def check() -> None:
-        core.resolve(caller, memory_id, "delete")
+        _, m = core.resolve(caller, memory_id, "delete")
+        if m.provider == providers.REPOSITORY_PROVIDER:
+            raise mounts.read_only()
         if caller.member.type == "agent":
             # Erase is a person's act, never an agent's (uhp-memories.md §14).
             raise Forbidden("erase is a person's act; an agent may forget instead",

@@ -34,6 +34,9 @@ def create_memory(core: Core, caller: Caller, body: Wire, key: str | None) -> Wi
     restricted = wire.boolean(b.get("restricted", False), "restricted")
     provider = None if b.get("provider") is None else wire.string(b["provider"], "provider",
                                                                   max_len=64)
+    if provider == providers.REPOSITORY_PROVIDER:
+        raise unsupported("a repository's memory is mounted by the operator: create the memory, "
+                          "then pal admin mount-repo PATH --memory ID")
     if provider is not None and not providers.is_known(provider):
         raise unsupported("no such provider is connected; see GET /v1/memories/providers")
     request = {"name": name, "description": description, "parent_id": parent_id,
@@ -46,6 +49,8 @@ def create_memory(core: Core, caller: Caller, body: Wire, key: str | None) -> Wi
     def apply(_key: str) -> Wire:
         tree = core.tree()
         inherited = tree.nodes[parent_id].provider if parent_id else PROVIDER_ID
+        if inherited == providers.REPOSITORY_PROVIDER:
+            inherited = PROVIDER_ID  # a mount is one repository: its children are the server's
         now = core.now_ms()
         m = Memory(mint("hmem"), name, description, parent_id, restricted,
                    provider or inherited, caller.member.id, now, now)

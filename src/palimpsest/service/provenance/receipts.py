@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from palimpsest.service import history
+from palimpsest.service import history, mounts
 from palimpsest.service.core import Core
 from palimpsest.service.model import SHARED_MAIN, Caller, Wire, invalid
 from palimpsest.service.provenance import receipt
@@ -79,7 +79,9 @@ class Receipts:
         receipt per standing record it placed)."""
         with self._core.store.read():
             for record in _records(answer):
-                record[PROVENANCE] = self.for_record(record)
+                # A mounted repository's memory carries its own signature, not a changeset.
+                record[PROVENANCE] = mounts.provenance(record) if mounts.is_mounted_record(
+                    record) else self.for_record(record)
             if answer.get("object") == "memory.prime":
                 answer[PROVENANCE] = [self._current(caller, str(answer["memory_id"]), rid)
                                       for rid in answer.get("records", ())]

@@ -1,11 +1,14 @@
 """Storage backends of the memory service; the only package of the service that speaks SQL.
 
 Everything above storage opens a store here and sees it only through :mod:`.protocol`
-(``Store``, ``ReviewStore``), never as the class that implements it.
+(``Store``, ``ReviewStore``), never as the class that implements it; backups copy and check
+a database through the functions of :mod:`.backup` re-exported here.
 """
 
 from pathlib import Path
 
+from palimpsest.service.storage.backup import check_database, copy_database, named_files
+from palimpsest.service.storage.files import private_dir
 from palimpsest.service.storage.protocol import ImportTarget, Store
 from palimpsest.service.storage.schema import SCHEMA_VERSION
 from palimpsest.service.storage.sqlite import SqliteStore
@@ -25,4 +28,5 @@ def open_import_target(data_dir: Path) -> ImportTarget:
     return SqliteStore(data_dir)
 
 
-__all__ = ["SCHEMA_VERSION", "open_import_target", "open_store"]
+__all__ = ["SCHEMA_VERSION", "check_database", "copy_database", "named_files",
+           "open_import_target", "open_store", "private_dir"]

@@ -116,5 +116,19 @@ class FileRows(Statements):
             "SELECT doc FROM docs WHERE kind=? AND memory_id=? ORDER BY created_at DESC, "
             "rowid DESC", (kind, memory_id))]
 
+    # --- mounted repositories (a memory whose records a repository's streams keep) -----------
+    def mount_repository(self, memory_id: str, provider: str, path: str, now: int) -> None:
+        """Make ``provider`` (a repository's streams at ``path``) keep a memory's records: the
+        memory's provider and its mount row change together, inside a write."""
+        self._x("UPDATE memories SET provider=?, updated_at=? WHERE id=?",
+                (provider, now, memory_id))
+        self.put_doc("mount", memory_id, memory_id, now, {"path": path})
+        self._x("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key='tree_gen'")
+
+    def mounts(self) -> dict[str, str]:
+        """The repository path of every mounted memory, by memory id."""
+        return {r["id"]: load(r["doc"])["path"]
+                for r in self._q("SELECT id, doc FROM docs WHERE kind='mount'")}
+
 
 __all__ = ["FileRows", "private_dir", "private_file"]

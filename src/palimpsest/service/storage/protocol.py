@@ -99,6 +99,13 @@ class Store(Protocol):
     def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
         """Active record counts per memory (kept by the projection, not counted per read)."""
 
+    def mount_repository(self, memory_id: str, provider: str, path: str, now: int) -> None:
+        """Make ``provider`` (a repository's streams at ``path``) keep a memory's records: the
+        memory's provider and its mount row change together, inside a write."""
+
+    def mounts(self) -> dict[str, str]:
+        """The repository path of every mounted memory, by memory id."""
+
     def upsert_grant(self, g: Grant) -> Grant:
         """One grant per principal per node: a second replaces the first (keeping its id)."""
 
@@ -333,6 +340,12 @@ class Store(Protocol):
         """How many indexed records of ``memory_ids`` (``None``: of the whole store) hold each
         term: a recall counts within its reach only, so no term (nor a spelling correction)
         is chosen by a record the caller cannot see."""
+
+    def reach_size(self, memory_ids: Sequence[str]) -> tuple[int, int] | None:
+        """How many records of ``memory_ids`` the search index holds and their analysed length
+        over both columns (every status and type), kept in the write transaction — with
+        :meth:`term_docs` the BM25 statistics of a reach; ``None`` when the reach is the whole
+        store and :meth:`search`'s own scores already use exactly these statistics."""
 
     # --- files and documents -------------------------------------------------------------------
     def file(self, fid: str) -> StoredFile | None:

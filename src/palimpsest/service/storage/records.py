@@ -30,6 +30,19 @@ class RecordRows(ChangesetRows):
         self._x("INSERT INTO memory_counts VALUES (?, ?) ON CONFLICT(memory_id) DO UPDATE "
                 "SET active = active + excluded.active", (memory_id, delta))
 
+    def _add_terms(self) -> None:
+        """Give a store of schema 3 written before ``records.terms`` the column and its
+        per-memory sums (the triggers of :data:`.schema.TERMS_TRIGGERS` keep them after)."""
+        if any(r["name"] == "terms" for r in self._q("PRAGMA table_info(records)")):
+            return
+        self._x("ALTER TABLE records ADD COLUMN terms INTEGER NOT NULL DEFAULT 0")
+        for r in self._q("SELECT rowid AS n, text, context FROM record_fts"):
+            self._x("UPDATE records SET terms=? WHERE n=?",
+                    (_terms(r["text"], r["context"]), r["n"]))
+        self._x("DELETE FROM record_terms")
+        self._x("INSERT INTO record_terms SELECT mem, count(*), sum(terms) FROM records "
+                "GROUP BY mem")
+
     # --- projection -----------------------------------------------------------------------
     def record_head(self, record_id: str) -> RecordHead | None:
         """The current state of a record, ``None`` when the projection holds none."""
@@ -59,11 +72,11 @@ class RecordRows(ChangesetRows):
             context = self._fts_text(prev["n"]) if prev is not None else ""
             cur = self._db.execute(
                 "INSERT INTO records (id, mem, type, version, status, written_at, body, "
-                "writer, cs, extra, standing, context_src, thread, when_at) "
-                "VALUES (?,?,?,?,'active',?,?,?,?,?,?,?,?,?)",
+                "writer, cs, extra, standing, context_src, thread, when_at, terms) "
+                "VALUES (?,?,?,?,'active',?,?,?,?,?,?,?,?,?,?)",
                 (record_key(record_id), mem, type, version, written_at, body, writer, cs,
                  kept_extra, int(standing), prev["id"] if prev is not None else None,
-                 thread, kept_when))
+                 thread, kept_when, _terms(fts_text, context)))
             n = cur.lastrowid
             self._count(memory_id, 1)
         else:
@@ -79,6 +92,7 @@ class RecordRows(ChangesetRows):
                      kept_when, n))
             row = self._one("SELECT context FROM record_fts WHERE rowid=?", (n,))
             context = row["context"] if row is not None else ""  # kept as first written
+            self._x("UPDATE records SET terms=? WHERE n=?", (_terms(fts_text, context), n))
             self._x("DELETE FROM record_fts WHERE rowid=?", (n,))
         self._x("INSERT INTO record_fts(rowid, text, context) VALUES (?,?,?)",
                 (n, fts_text, context))
@@ -138,10 +152,11 @@ class RecordRows(ChangesetRows):
         for dep in self._q("SELECT n, mem, thread FROM records WHERE context_src=?",
                            (record_key(record_id),)):
             prev = self._previous_episode(dep["mem"], dep["n"], record_id, dep["thread"])
-            self._x("UPDATE records SET context_src=? WHERE n=?",
-                    (prev["id"] if prev is not None else None, dep["n"]))
-            self._x("UPDATE record_fts SET context=? WHERE rowid=?",
-                    (self._fts_text(prev["n"]) if prev is not None else "", dep["n"]))
+            context = self._fts_text(prev["n"]) if prev is not None else ""
+            self._x("UPDATE records SET context_src=?, terms=? WHERE n=?",
+                    (prev["id"] if prev is not None else None,
+                     _terms(self._fts_text(dep["n"]), context), dep["n"]))
+            self._x("UPDATE record_fts SET context=? WHERE rowid=?", (context, dep["n"]))
         return list(dict.fromkeys(keys))
 
     def projection_rows(self) -> dict[str, str]:
@@ -152,7 +167,7 @@ class RecordRows(ChangesetRows):
         queries = (
             ("record", "SELECT r.id AS k, r.mem, r.type, r.version, r.status, r.written_at, "
              "r.body, r.writer, r.cs, r.extra, r.forgotten_at, r.standing, r.context_src, "
-             "r.thread, r.when_at, f.text, f.context FROM records r "
+             "r.thread, r.when_at, r.terms, f.text, f.context FROM records r "
              "LEFT JOIN record_fts f ON f.rowid = r.n"),
             ("version", "SELECT r.id AS k, v.version, v.body, v.written_at, "
              "v.invalidated_at, v.forgotten_at, v.writer, v.cs, v.extra FROM versions v "
@@ -160,6 +175,7 @@ class RecordRows(ChangesetRows):
             ("edge", "SELECT src || ' ' || rel || ' ' || dst AS k, memory_id, COUNT(*) "
              "FROM edges GROUP BY src, dst, rel, memory_id"),
             ("count", "SELECT memory_id AS k, active FROM memory_counts WHERE active != 0"),
+            ("terms", "SELECT mem AS k, docs, length FROM record_terms WHERE docs != 0"),
         )
         for name, sql in queries:
             for row in self._db.execute(sql):
@@ -178,6 +194,7 @@ class RecordRows(ChangesetRows):
         self._x("DELETE FROM record_fts")
         self._x("DELETE FROM edges")
         self._x("DELETE FROM memory_counts")
+        self._x("DELETE FROM record_terms")
 
     # --- record reads ---------------------------------------------------------------------
     def _mems(self, memory_ids: Sequence[str]) -> list[int]:
@@ -292,7 +309,7 @@ class RecordRows(ChangesetRows):
             return []
         marks = ",".join("?" * len(rows))
         more = {r["n"]: r for r in self._q(
-            f"SELECT f.rowid AS n, f.text AS text, r.thread AS thread, "  # noqa: S608
+            f"SELECT f.rowid AS n, f.text AS text, f.context AS context, r.thread AS thread, "  # noqa: S608
             f"COALESCE(r.when_at, r.written_at) AS when_at, p.n AS follows "
             f"FROM record_fts f JOIN records r ON r.n = f.rowid "
             f"LEFT JOIN records p ON p.id = r.context_src WHERE f.rowid IN ({marks})",
@@ -302,7 +319,7 @@ class RecordRows(ChangesetRows):
             m = more.get(r["n"])
             out.append(Hit(int(r["n"]), -float(r["s"]), m["text"] if m else "",
                            m["thread"] if m else None, m["when_at"] if m else None,
-                           m["follows"] if m else None))
+                           m["follows"] if m else None, m["context"] if m else ""))
         return out
 
     def term_docs(self, terms: Sequence[str],
@@ -332,14 +349,30 @@ class RecordRows(ChangesetRows):
             out[term] = int(r["c"]) if r else 0
         return out
 
+    def reach_size(self, memory_ids: Sequence[str]) -> tuple[int, int] | None:
+        """How many records of ``memory_ids`` are indexed and their analysed length over both
+        columns (every status and type, as FTS5 counts them) — with :meth:`term_docs`, the
+        BM25 statistics of the reach; ``None`` when the reach is the whole store (FTS5's own
+        scores are then already the reach's)."""
+        if self._whole_store(memory_ids):
+            return None
+        mems = self._mems(memory_ids)
+        if not mems:
+            return 0, 0
+        row = self._one(f"SELECT COALESCE(sum(docs), 0) AS d, COALESCE(sum(length), 0) AS l "  # noqa: S608
+                        f"FROM record_terms WHERE mem IN ({','.join('?' * len(mems))})", mems)
+        return (int(row["d"]), int(row["l"])) if row is not None else (0, 0)
+
     def _whole_store(self, memory_ids: Sequence[str]) -> bool:
-        """Whether ``memory_ids`` names every memory of the store (then the store's counts are
-        the reach's)."""
-        if not memory_ids:
+        """Whether ``memory_ids`` names every memory whose records the index holds (then the
+        store's counts are the reach's; a memory with none, or a mounted one, changes
+        nothing)."""
+        mems = self._mems(memory_ids)
+        if not mems:
             return False
-        marks = ",".join("?" * len(memory_ids))
-        return self._one(f"SELECT 1 FROM memories WHERE id NOT IN ({marks}) LIMIT 1",  # noqa: S608
-                         tuple(memory_ids)) is None
+        marks = ",".join("?" * len(mems))
+        return self._one(f"SELECT 1 FROM record_terms WHERE docs > 0 AND mem NOT IN ({marks}) "  # noqa: S608
+                         f"LIMIT 1", mems) is None
 
     def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
         """Which memory holds each record id (for references and graph edges)."""
@@ -431,3 +464,9 @@ def _key_of(digest: str) -> bytes | str:
 
 
 __all__ = ["RecordRows", "record_key"]
+
+
+def _terms(text: str, context: str) -> int:
+    """A record's analysed length over both indexed columns (as :func:`bm25.scores` and FTS5
+    count it: the analysed text is its terms separated by spaces)."""
+    return len(text.split()) + len(context.split())

@@ -71,8 +71,8 @@ class Edge:
 
 class Hit(NamedTuple):
     """One search candidate: row number, BM25 score (higher is better), the analysed text,
-    the conversation thread, the instant the record is about, and the row of the episode
-    written just before it in its conversation (for the re-ranker)."""
+    the conversation thread, the instant the record is about, the row of the episode
+    written just before it in its conversation, and its indexed context (for the re-ranker)."""
 
     n: int
     score: float
@@ -80,6 +80,7 @@ class Hit(NamedTuple):
     thread: str | None
     when: str | None
     follows: int | None = None
+    context: str = ""
 
 
 __all__ = ["Edge", "Hit", "RecordHead", "StoredFile", "StoredVersion"]

@@ -40,6 +40,23 @@ PRINCIPAL_TRIGGERS: Final = "".join(
     f"WHERE key='principals_gen'; END;\n"
     for table in PRINCIPAL_TABLES for event in ("INSERT", "UPDATE", "DELETE"))
 
+# A memory's BM25 statistics (indexed records, their analysed length over both columns, every
+# status and type: what FTS5 itself counts) follow its ``records`` rows in the same
+# transaction, whichever write moves them, so a recall ranks with its reach's statistics
+# without counting them (:meth:`RecordRows.statistics`). Created after the tables because a
+# store of schema 3 written before ``records.terms`` existed gains that column first.
+TERMS_TRIGGERS: Final = """
+CREATE TRIGGER IF NOT EXISTS record_terms_insert AFTER INSERT ON records BEGIN
+  INSERT INTO record_terms VALUES (NEW.mem, 1, NEW.terms) ON CONFLICT(mem) DO UPDATE
+  SET docs = docs + 1, length = length + excluded.length; END;
+CREATE TRIGGER IF NOT EXISTS record_terms_delete AFTER DELETE ON records BEGIN
+  UPDATE record_terms SET docs = docs - 1, length = length - OLD.terms WHERE mem = OLD.mem; END;
+CREATE TRIGGER IF NOT EXISTS record_terms_update AFTER UPDATE OF mem, terms ON records BEGIN
+  UPDATE record_terms SET docs = docs - 1, length = length - OLD.terms WHERE mem = OLD.mem;
+  INSERT INTO record_terms VALUES (NEW.mem, 1, NEW.terms) ON CONFLICT(mem) DO UPDATE
+  SET docs = docs + 1, length = length + excluded.length; END;
+"""
+
 SCHEMA: Final = f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS members (id TEXT PRIMARY KEY, name TEXT NOT NULL, type TEXT NOT NULL,
@@ -77,7 +94,7 @@ CREATE TABLE IF NOT EXISTS records (n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQ
   mem INTEGER NOT NULL, type TEXT NOT NULL, version INTEGER NOT NULL, status TEXT NOT NULL,
   written_at TEXT NOT NULL, body BLOB NOT NULL, writer INTEGER NOT NULL, cs INTEGER NOT NULL,
   extra TEXT, forgotten_at TEXT, standing INTEGER NOT NULL DEFAULT 0, context_src TEXT,
-  thread TEXT, when_at TEXT);
+  thread TEXT, when_at TEXT, terms INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS records_list ON records(mem, status, n);
 CREATE INDEX IF NOT EXISTS records_type ON records(mem, type, n);
 CREATE INDEX IF NOT EXISTS records_standing ON records(mem, status) WHERE standing = 1;
@@ -92,6 +109,8 @@ CREATE INDEX IF NOT EXISTS edges_dst ON edges(dst);
 CREATE VIRTUAL TABLE IF NOT EXISTS record_fts USING fts5(text, context,
   tokenize='{FTS5_TOKENIZE}');
 CREATE VIRTUAL TABLE IF NOT EXISTS record_vocab USING fts5vocab(record_fts, 'row');
+CREATE TABLE IF NOT EXISTS record_terms (mem INTEGER PRIMARY KEY, docs INTEGER NOT NULL,
+  length INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS memory_counts (memory_id TEXT PRIMARY KEY,
   active INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS files (id TEXT PRIMARY KEY, sha256 TEXT NOT NULL, name TEXT NOT NULL,
@@ -219,6 +238,7 @@ __all__ = [
     "RANK",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "TERMS_TRIGGERS",
     "Hit",
     "Names",
     "Statements",

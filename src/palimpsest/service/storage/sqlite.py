@@ -50,6 +50,7 @@ from palimpsest.service.storage.schema import (
     RANK,
     SCHEMA,
     SCHEMA_VERSION,
+    TERMS_TRIGGERS,
     Hit,
     grant_of,
     hash_secret,
@@ -97,6 +98,8 @@ class SqliteStore(PrincipalRows, FileRows, RecordRows):
             # Checkpoint less often: each checkpoint fsyncs the database file.
             self._db.execute("PRAGMA wal_autocheckpoint=8192")
             self._db.executescript(SCHEMA)
+            self._add_terms()
+            self._db.executescript(TERMS_TRIGGERS)
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
                              (str(SCHEMA_VERSION),))
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('erase_gen', '0')")
