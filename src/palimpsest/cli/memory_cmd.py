@@ -92,6 +92,43 @@ def _emit(memory: VerifiedMemory, as_json: bool) -> None:
         click.echo(command_result_human(memory), nl=False)
 
 
+_EVIDENCE_FORMS = ("git:REV (a commit: any revision, or a 40- or 64-hex object ID)",
+                   "event:sha256:HEX64 (an event's ID)",
+                   "memory:ID (a memory's ID, or 8+ hex digits of it, as show takes)")
+_EVIDENCE_HELP = "Evidence (repeatable): " + "; ".join(_EVIDENCE_FORMS) + "."
+
+
+def _evidence(repo: pygit2.Repository, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Typed evidence IDs from what a person types: a revision for git:, a prefix for memory:
+    (resolved as show resolves them), an event's full ID; anything else is refused with the
+    forms that are accepted."""
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.ids import EVIDENCE  # noqa: PLC0415
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
+    from palimpsest.text import safe_line  # noqa: PLC0415
+
+    out: list[str] = []
+    memories = None
+    for value in values:
+        kind, sep, rest = value.partition(":")
+        if EVIDENCE.fullmatch(value):
+            out.append(value)
+        elif sep and rest and kind == "git":
+            out.append("git:" + store.resolve_commit(repo, rest))
+        elif sep and rest and kind == "memory":
+            memories = memories if memories is not None else store.collect(repo)
+            try:
+                out.append("memory:" + find_memory(memories, rest).memory_id)
+            except InvalidInput as exc:
+                raise InvalidInput(f"--evidence: {exc.message}", code=exc.code,
+                                   hint="give one of: " + "; ".join(_EVIDENCE_FORMS)) from exc
+        else:
+            raise InvalidInput(
+                f"--evidence {safe_line(value)[:80]!r} is not evidence this tool takes",
+                code="invalid-request", hint="give one of: " + "; ".join(_EVIDENCE_FORMS))
+    return tuple(out)
+
+
 def _record_options(func: F) -> F:
     options = [
         click.option("--at", "at", help="Anchor commit (any revision; resolved to a full ID)."),
@@ -100,7 +137,7 @@ def _record_options(func: F) -> F:
         ),
         click.option("--content", help="The record text (or give it as the one argument)."),
         click.option("--topic", "topics", multiple=True, help="Topic label (repeatable)."),
-        click.option("--evidence", "evidence", multiple=True, help="git:, event: or memory: ID."),
+        click.option("--evidence", "evidence", multiple=True, help=_EVIDENCE_HELP),
         click.option("--path", "paths", multiple=True, help="Anchor a repository path."),
         click.option("--blob", "blobs", multiple=True, help="Blob ID or 'absent', per --path."),
         click.option("--subject", help="Typed subject ID (issue:, proposal:, event:, …)."),
@@ -147,7 +184,7 @@ def _flag_record(
         anchor=anchor,
         applies=o["applies"],
         topics=o["topics"],
-        evidence=o["evidence"],
+        evidence=_evidence(repo, o["evidence"]),
         outcome=o["outcome"],
         handoff=handoff,
     )
@@ -275,8 +312,12 @@ def supersede_cmd(
         _submit(repo, "supersede", input_path, as_json, target=target)
         return
     identity = _identity(git_dir, o["actor"])
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
+
     record = _flag_record(repo, kind, None, o)
-    check_lifecycle_target(store.collect(repo), target, identity.actor, "supersede")
+    memories = store.collect(repo)
+    target = find_memory(memories, target).memory_id  # a prefix, as show takes
+    check_lifecycle_target(memories, target, identity.actor, "supersede")
     memory = append(
         repo, identity, operation="supersede", stream=o["stream"], record=record, target=target
     )
@@ -295,6 +336,7 @@ def _lifecycle(  # noqa: PLR0917 - shared body of two commands
 ) -> None:
     from palimpsest.hn import store  # noqa: PLC0415
     from palimpsest.hn.author import append, check_lifecycle_target  # noqa: PLC0415
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
     from palimpsest.text import to_lower, trim_space  # noqa: PLC0415
 
     repo, git_dir = _context(ctx)
@@ -311,7 +353,10 @@ def _lifecycle(  # noqa: PLR0917 - shared body of two commands
         raise InvalidInput("--reason is required (or give a request with --input)",
                            code="invalid-request")
     identity = _identity(git_dir, None)
-    check_lifecycle_target(store.collect(repo), target, identity.actor, operation)
+    memories = store.collect(repo)
+    target = find_memory(memories, target).memory_id  # a prefix, as show takes
+    check_lifecycle_target(memories, target, identity.actor, operation)
+    evidence = _evidence(repo, evidence)
     memory = append(
         repo,
         identity,
@@ -342,7 +387,7 @@ def retract_cmd(  # noqa: PLR0917 - click passes options by name
 @command.command("challenge")
 @click.argument("target")
 @click.option("--reason", default=None, help="Reason token, e.g. evidence-mismatch.")
-@click.option("--evidence", multiple=True, help="git:, event: or memory: ID (repeatable).")
+@click.option("--evidence", multiple=True, help=_EVIDENCE_HELP)
 @click.option("--stream", default="", help="Stream ID (default: your default stream).")
 @click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
 @click.option("--json", "as_json", is_flag=True)
