@@ -88,7 +88,7 @@ PROVENANCE_FILTER_PROP = {
                    "signed_by a key id or public key.",
     "properties": {"reviewed_by_other": {"type": "boolean"},
                    "written_by": {"type": "string", "enum": ["human", "agent"]},
-                   "signed_by": {"type": "string", "minLength": 1, "maxLength": 128}}}
+                   "signed_by": {"type": "string", "maxLength": 128}}}
 
 UHP_TOOLS: tuple[ToolSpec, ...] = (
     _uhp("memory_list",
