@@ -93,6 +93,9 @@ def test_the_kept_statistics_follow_every_kind_of_write(svc: MemoryService) -> N
     assert svc._store.reach_size([anns]) == _counted(svc, anns)
     assert svc._store.reach_size([bobs]) == _counted(svc, bobs)
     assert svc._store.reach_size([anns, bobs]) is None  # the whole store: FTS5's own counts
+    empty = svc.create_memory(bob, {"name": "Bob's empty"})["id"]
+    assert svc._store.reach_size([anns, bobs]) is None  # a memory holding nothing changes nothing
+    assert svc._store.reach_size([anns, empty]) == _counted(svc, anns)
     assert svc.rebuild()["equal"] is True
     assert svc._store.reach_size([anns]) == _counted(svc, anns)
 
@@ -103,7 +106,8 @@ def test_a_store_written_before_the_kept_statistics_gains_them_when_opened(
     svc.bootstrap_owner("owner")
     ann, bob = member(svc, "ann"), member(svc, "bob")
     anns = svc.create_memory(ann, {"name": "Ann's"})["id"]
-    svc.create_memory(bob, {"name": "Bob's"})
+    bobs = svc.create_memory(bob, {"name": "Bob's"})["id"]
+    svc.remember(bob, bobs, {"content": "bob's own words"})
     for text in ANNS:
         svc.remember(ann, anns, {"content": text})
     want = _counted(svc, anns)

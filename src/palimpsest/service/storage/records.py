@@ -370,13 +370,15 @@ class RecordRows(ChangesetRows):
         return (int(row["d"]), int(row["l"])) if row is not None else (0, 0)
 
     def _whole_store(self, memory_ids: Sequence[str]) -> bool:
-        """Whether ``memory_ids`` names every memory of the store (then the store's counts are
-        the reach's)."""
-        if not memory_ids:
+        """Whether ``memory_ids`` names every memory whose records the index holds (then the
+        store's counts are the reach's; a memory with none, or a mounted one, changes
+        nothing)."""
+        mems = self._mems(memory_ids)
+        if not mems:
             return False
-        marks = ",".join("?" * len(memory_ids))
-        return self._one(f"SELECT 1 FROM memories WHERE id NOT IN ({marks}) LIMIT 1",  # noqa: S608
-                         tuple(memory_ids)) is None
+        marks = ",".join("?" * len(mems))
+        return self._one(f"SELECT 1 FROM record_terms WHERE docs > 0 AND mem NOT IN ({marks}) "  # noqa: S608
+                         f"LIMIT 1", mems) is None
 
     def memory_of_records(self, record_ids: Sequence[str]) -> dict[str, str]:
         """Which memory holds each record id (for references and graph edges)."""
