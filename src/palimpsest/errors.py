@@ -65,9 +65,17 @@ class Conflict(PalError):
 
 
 class Unavailable(PalError):
-    """The environment (Git, storage, network, a remote) could not serve the request."""
+    """The environment (Git, storage, network, a remote) could not serve the request.
+
+    ``retry_after`` (whole seconds) says the condition is passing — the store was busy with
+    other writers past its bounded wait — and when to try again (HTTP ``Retry-After``)."""
 
     default_code = "unavailable"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message, code=code, hint=hint)
+        self.retry_after = retry_after
 
 
 class LimitExceeded(PalError):
@@ -79,8 +87,8 @@ class LimitExceeded(PalError):
                  hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.limit = limit
-        self.retry_after = retry_after
-        self.detail = {"limit": limit, "retry_after_seconds": retry_after_seconds(retry_after)}
+        self.retry_after = retry_after_seconds(retry_after)  # whole seconds: Retry-After
+        self.detail = {"limit": limit, "retry_after_seconds": self.retry_after}
 
 
 def retry_after_seconds(seconds: float) -> int:

@@ -10,6 +10,9 @@ import pytest
 from palimpsest.errors import InvalidInput
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "service"
 RECORDS = json.loads((CORPUS / "records_fail.json").read_text("utf-8"))

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest import canonical
-from palimpsest.api.errors import ApiError, from_pal_error
-from palimpsest.errors import LimitExceeded, PalError, retry_after_seconds
+from palimpsest.api.errors import ApiError, from_pal_error, headers_of
+from palimpsest.errors import LimitExceeded, PalError
 from palimpsest.service.admin import credential_id
 from palimpsest.service.limits import Limiter, Ticket
 from palimpsest.service.providers import MAX_FILE_BYTES
@@ -138,7 +138,7 @@ class Guard:
             try:  # the MCP endpoint's tools are limited one call at a time (mcp/server.py)
                 ticket = self.limiter.admit(_limit_key(scope))
             except LimitExceeded as exc:
-                await send_error(from_pal_error(exc), send, path, retry_after=exc.retry_after)
+                await send_error(from_pal_error(exc), send, path)
                 return
         try:
             await self._screened(scope, receive, send, headers, desk, ticket)
@@ -158,6 +158,9 @@ class Guard:
         cap = (limits.form_body_bytes if desk else
                limits.file_body_bytes if is_file else limits.json_body_bytes)
         body_or_error = await self._body(headers, receive, cap)
+        if is_file and isinstance(body_or_error, ApiError) \
+                and body_or_error.code == "x.pal.request_too_large":
+            body_or_error = _too_large_upload(cap)
         if isinstance(body_or_error, ApiError):
             await send_error(body_or_error, send, path)
             return
@@ -166,7 +169,7 @@ class Guard:
             try:
                 ticket.charge(len(body))
             except LimitExceeded as exc:
-                await send_error(from_pal_error(exc), send, path, retry_after=exc.retry_after)
+                await send_error(from_pal_error(exc), send, path)
                 return
         if desk:  # forms, not JSON; the desk checks its session and CSRF token itself
             await self.app(scope, _replay(body, receive), send)
@@ -260,6 +263,17 @@ def _host_name(host: str) -> str:
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
 
 
+def _too_large_upload(cap: int) -> ApiError:
+    """The 413 of ``POST /v1/files``, which cannot send the client to itself."""
+    return ApiError(
+        "x.pal.request_too_large",
+        f"the file is larger than {cap} bytes ({cap / (1 << 20):g} MiB), the most one upload "
+        "takes; split it into smaller files and upload each, or keep it elsewhere and name "
+        "it in a record's references",
+        detail={"limit_bytes": cap},
+    )
+
+
 async def _read_body(headers: dict[str, str], receive: Receive, cap: int) -> bytes | ApiError:
     too_large = ApiError(
         "x.pal.request_too_large",
@@ -326,7 +340,7 @@ def _limit_key(scope: Scope) -> str:
 
 
 async def send_error(error: ApiError, send: Send, path: str = "", *,
-                     challenge: bytes = BEARER_CHALLENGE, retry_after: float | None = None) -> None:
+                     challenge: bytes = BEARER_CHALLENGE) -> None:
     """Send one error as a complete response, in the face of the surface ``path`` is on."""
     status, body = error.on(path)
     payload = canonical.encode(body)
@@ -340,9 +354,8 @@ async def send_error(error: ApiError, send: Send, path: str = "", *,
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", challenge)] if status == 401 else [])
-            + ([(b"retry-after", str(retry_after_seconds(retry_after)).encode())]
-               if retry_after is not None else []),
+            + [(k.encode(), challenge if k == "www-authenticate" else v.encode())
+               for k, v in headers_of(error).items()],
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -21,7 +21,7 @@ from fastapi.responses import Response
 
 from palimpsest import canonical
 from palimpsest.api import errors
-from palimpsest.api.guard import CALLER_KEY, INVALID_TOKEN_CHALLENGE, PRINCIPAL_KEY
+from palimpsest.api.guard import CALLER_KEY, PRINCIPAL_KEY
 from palimpsest.errors import PalError
 from palimpsest.service.grouped import RememberCall
 from palimpsest.service.memories import MemoryService
@@ -234,8 +234,7 @@ def error_response(error: errors.ApiError, path: str = "") -> Response:
     """Render one error for a request to ``path`` (each surface has its own face)."""
     status, body = error.on(path)
     response = json_response(body, status)
-    if status == 401:
-        response.headers.update({"www-authenticate": INVALID_TOKEN_CHALLENGE.decode()})
+    response.headers.update(errors.headers_of(error))
     return response
 
 

@@ -20,6 +20,13 @@ key (file)         flag / environment    meaning
                    ``PAL_DURABILITY``    ``full`` (an fsync per write: survives power loss)
 ``tracing``        ``--tracing``         ``none`` (default), ``console`` (spans as JSON lines
                    ``PAL_TRACING``       on stderr) or ``otlp``; needs the OpenTelemetry SDK
+``database``       ``--database``        a ``postgresql://`` URL: the store on PostgreSQL
+                   ``PAL_DATABASE_URL``  (keys and file bytes stay in the data directory);
+                                         unset: the embedded SQLite store
+``workers``        ``--workers``         server processes sharing the listening socket and
+                   ``PAL_WORKERS``       the store (default ``1``: one process; at most 64)
+``write_wait``     ``--write-wait``      seconds a write waits for other processes' writers
+                   ``PAL_WRITE_WAIT``    before a 503 with ``Retry-After`` (default ``5``)
 ``audit_retention  ``--audit-retention-  days the audit log keeps an entry (default 90; 0
 _days``            days`` ``PAL_AUDIT_   keeps every entry); pruned at start and hourly
                    RETENTION_DAYS``
@@ -56,9 +63,12 @@ from palimpsest.errors import InvalidInput
 LOG_LEVELS: Final = ("critical", "error", "warning", "info")
 DURABILITY: Final = ("normal", "full")
 TRACING: Final = ("none", "console", "otlp")
+MAX_WORKERS: Final = 64
+MAX_WRITE_WAIT: Final = 600.0
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
-    "durability": "normal", "tracing": "none", "audit_retention_days": 90,
+    "durability": "normal", "tracing": "none", "database": None, "workers": 1,
+    "write_wait": 5.0, "audit_retention_days": 90,
     "tls_cert": None, "tls_key": None, "allow_plain_http": False,
     "requests_per_second": 0.0, "rate_burst": 100, "concurrent_requests": 16,
     "write_bytes_per_minute": 256 << 20,
@@ -81,6 +91,9 @@ class ServeSettings:
     log_level: str
     durability: str
     tracing: str
+    workers: int
+    write_wait: float
+    database: str | None = None
     audit_retention_days: int = 90
     tls_cert: Path | None = None
     tls_key: Path | None = None
@@ -134,6 +147,20 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
         return value
+    if key == "database":
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise refuse("a postgresql:// connection URL")
+        return value
+    if key == "workers":
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not 1 <= value <= MAX_WORKERS:
+            raise refuse(f"an integer from 1 to {MAX_WORKERS}")
+        return value
+    if key == "write_wait":
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 < value <= MAX_WRITE_WAIT:
+            raise refuse(f"a number of seconds above 0 and at most {MAX_WRITE_WAIT:g}")
+        return float(value)
     if key == "requests_per_second":
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not 0 <= value <= 1_000_000:
@@ -180,4 +207,5 @@ def resolve(given: Mapping[str, Any], config: Path | None) -> ServeSettings:
     return ServeSettings(**{**out, "data_dir": Path(out["data_dir"]).expanduser()})
 
 
-__all__ = ["DURABILITY", "KEYS", "LOG_LEVELS", "TRACING", "ServeSettings", "read", "resolve"]
+__all__ = ["DURABILITY", "KEYS", "LOG_LEVELS", "MAX_WORKERS", "TRACING", "ServeSettings", "read",
+           "resolve"]

@@ -12,7 +12,6 @@ LIMIT``, ``DELETE … WHERE at < ?``) so every backend writes it the same way.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -33,7 +32,7 @@ _COLUMNS: Final = ("at", "surface", "action", "outcome", "reason", "status", "me
                    "credential_id", "memory_id", "request_id")
 
 
-def _entry(row: sqlite3.Row) -> AuditEntry:
+def _entry(row: Any) -> AuditEntry:
     return AuditEntry(at=row["at"], surface=row["surface"], action=row["action"],
                       outcome=row["outcome"], reason=row["reason"], status=row["status"],
                       member_id=row["member_id"], credential_id=row["credential_id"],
@@ -45,10 +44,10 @@ class AuditRows(Statements):
 
     def append_audit(self, entries: Sequence[AuditEntry]) -> None:
         """Append entries in order (inside a write)."""
-        self._db.executemany(
-            f"INSERT INTO audit ({', '.join(_COLUMNS)}) "  # noqa: S608 -- fixed column names
-            f"VALUES ({', '.join('?' * len(_COLUMNS))})",
-            [tuple(getattr(e, c) for c in _COLUMNS) for e in entries])
+        sql = (f"INSERT INTO audit ({', '.join(_COLUMNS)}) "  # noqa: S608 -- fixed names
+               f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+        for e in entries:
+            self._x(sql, tuple(getattr(e, c) for c in _COLUMNS))
 
     def audit_entries(self, *, member_id: str | None = None, memory_id: str | None = None,
                       outcome: str | None = None, since: int | None = None,
