@@ -5,6 +5,7 @@ between two agents, hostile content as data, and the Host/Origin and credential 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -230,9 +231,10 @@ def test_tool_writes_and_refusals_are_audited_without_content(served: tuple[Worl
                                               {"memory": world.memory_id, "text": "ocelot"})
             assert answered.is_error is False  # a read that was answered: not audited
 
+    began = int(time.time() * 1000) - 1
     anyio.run(run)
-    with world.service() as svc:
-        rows = [e for e in svc.audit_log(limit=1000) if e.surface == "mcp"]
+    with world.service() as svc:  # this test's calls (other tests of the module write too)
+        rows = [e for e in svc.audit_log(since=began, limit=1000) if e.surface == "mcp"]
     alice, reader = world.agents["alice"].member_id, world.agents["reader"].member_id
     assert [(e.action, e.outcome, e.member_id, e.memory_id) for e in rows
             if e.member_id == alice] == [("tool memory_remember", "ok", alice, world.memory_id)]
