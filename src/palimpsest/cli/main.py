@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
     "export": ("palimpsest.cli.export_cmd",
                "Write the service's signed history as a Git repository."),
+    "import": ("palimpsest.cli.import_cmd",
+               "Bring an exported history into this server: quarantine, verify, promote."),
     "verify": ("palimpsest.cli.verify_cmd",
                "Check provenance offline: a receipt, or a history exported to Git."),
     "memory-git": ("palimpsest.cli.memory_git_cmd",
