@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import math
 from json import encoder as _json_encoder
-from typing import Any
 
 from palimpsest.errors import InvalidInput
 
-JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
 
 _MAX_INT_DIGITS = 20  # uint64 has 20 decimal digits; anything longer is refused before int()
 _HTML_ESCAPES = (

@@ -91,9 +91,12 @@ def test_budget_is_honoured_exactly(repo: pygit2.Repository) -> None:
     assert prime_mod.tokens(fenced(short)) <= need - 1
     doc = json.loads(short)
     assert doc["truncated"] is True
-    # the last section lost its (only) memory; everything before it is unchanged
-    assert _ids(doc, "verification") == [] and doc["sections"][2]["matched"] == 1
-    assert doc["sections"][:2] == json.loads(full)["sections"][:2]
+    # turns: handoff, decision, verification, handoff, decision — the last one placed (the
+    # older decision) is what one token less leaves out; everything else is unchanged
+    assert _ids(doc, "decision") == ["Use a JSON file per stream"]
+    assert doc["sections"][1]["matched"] == 2
+    whole = json.loads(full)["sections"]
+    assert doc["sections"][0] == whole[0] and doc["sections"][2] == whole[2]
     # the empty document is the floor
     empty = prime_mod.tokens(fenced(prime_mod.render(at, [], False)))
     with pytest.raises(InvalidInput, match="raise --budget"):
@@ -116,6 +119,20 @@ def test_every_budget_fits_and_the_answer_is_deterministic(repo: pygit2.Reposito
         assert placed >= previous  # a larger budget never places less
         previous = placed
         assert prime_mod.prime(repo, at, budget) == out
+
+
+def test_one_long_kind_does_not_crowd_the_others_out(tmp_path: Path) -> None:
+    repo = new_repo(tmp_path / "many", trusted=[ALICE])
+    for n in range(30):
+        remember(repo, ALICE, f"handoff {n} " + "detail " * 30, kind="handoff",
+                 timestamp=f"2026-03-01T00:00:{n:02d}Z")
+    remember(repo, ALICE, "the one decision", kind="decision")
+    doc = json.loads(prime_mod.prime(repo, _head(repo), 2000))
+    handoffs, decisions, _ = doc["sections"]
+    assert _ids(doc, "decision") == ["the one decision"]
+    assert 0 < handoffs["returned"] < handoffs["matched"] == 30
+    assert _ids(doc, "handoff")[0] == "handoff 29 " + "detail " * 30  # newest first
+    assert decisions["returned"] == 1 and doc["truncated"] is True
 
 
 def test_cli_prints_the_fenced_text_or_the_json(repo: pygit2.Repository) -> None:

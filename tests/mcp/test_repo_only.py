@@ -108,6 +108,8 @@ def test_neither_a_repository_nor_a_service_is_nothing_to_serve(tmp_path: Path) 
     done = _start(outside, "mcp")
     assert done.returncode == 1 and done.stdout == ""
     assert "nothing to serve" in done.stderr and "--credential-file" in done.stderr
+    named = _start(outside, "mcp", "--repo", str(outside))  # asked for: must be a repository
+    assert named.returncode == 1 and named.stdout == "" and named.stderr.startswith("pal: ")
 
 
 def test_options_stand_where_they_do_on_every_command(repo: Path) -> None:
@@ -115,7 +117,7 @@ def test_options_stand_where_they_do_on_every_command(repo: Path) -> None:
     for args in (["--json", "mcp", "--help"], ["mcp", "--json", "--help"]):
         done = _start(repo, *args)
         assert done.returncode == 0, done.stderr
-        assert "--allow-repo-writes" in done.stdout
+        assert "--allow-repo-writes" in done.stdout and "install" in done.stdout
     # --memory needs the service it names a memory of
     done = _start(repo, "mcp", "--memory", "hmem_x")
     assert done.returncode == 1 and "--memory needs a memory service" in done.stderr

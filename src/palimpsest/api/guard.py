@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest import canonical
-from palimpsest.api.errors import ApiError, from_pal_error
+from palimpsest.api.errors import ApiError, from_pal_error, headers_of
 from palimpsest.errors import PalError
 from palimpsest.service.providers import MAX_FILE_BYTES
 
@@ -299,7 +299,7 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", b"Bearer")] if status == 401 else []),
+            + [(k.encode(), v.encode()) for k, v in headers_of(error).items()],
         }
     )
     await send({"type": "http.response.body", "body": payload})

@@ -12,15 +12,21 @@ Stdout carries the MCP protocol only.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
 import stat
+import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import click
 
 from palimpsest.cli import options
 from palimpsest.errors import InvalidInput, NotFound
+from palimpsest.mcp import clients
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.wiring import open_flow
 
@@ -146,3 +152,134 @@ def command(ctx: click.Context) -> None:
           options.value(ctx, "default_memory"),
           allow_repo_writes=options.value(ctx, "allow_repo_writes"),
           repo_path=options.value(ctx, "repo_path"))
+
+
+# ----- install / uninstall: the client's project config for this repository ---------------
+
+def _pal_executable() -> str:
+    beside = Path(sys.executable).with_name("pal")
+    return str(beside) if beside.exists() else (shutil.which("pal") or "pal")
+
+
+def _work_tree(ctx: click.Context) -> tuple[Path, Path]:
+    """The repository's work tree (where the client's config lives) and its Git directory."""
+    from palimpsest.hn import store  # noqa: PLC0415
+
+    explicit = options.value(ctx, "repo_path")
+    repo = store.open_repository(explicit.expanduser() if explicit else Path.cwd())
+    if repo.workdir is None:
+        raise InvalidInput("a bare repository has no work tree for a client config",
+                           code="not-a-work-tree")
+    return Path(repo.workdir).resolve(), store.git_dir(repo)
+
+
+def _serve_args(ctx: click.Context, root: Path) -> list[str]:
+    """The arguments of `pal mcp` as installed: this repository, and the options given."""
+    args = ["mcp", "--repo", str(root)]
+    for name, flag in (("data_dir", "--data-dir"), ("credential_file", "--credential-file")):
+        value = options.value(ctx, name)
+        if value is not None:
+            args += [flag, str(Path(value).expanduser().resolve())]
+    if options.value(ctx, "default_memory") is not None:
+        args += ["--memory", options.value(ctx, "default_memory")]
+    if options.value(ctx, "allow_repo_writes"):
+        args.append("--allow-repo-writes")
+    return args
+
+
+def _journal_path(git_dir: Path, client: str) -> Path:
+    from palimpsest.identity import private_dir  # noqa: PLC0415
+
+    return private_dir(git_dir, "mcp-clients") / f"{client}.json"
+
+
+def _read_journal(path: Path) -> dict[str, Any] | None:
+    from palimpsest.identity import read_private  # noqa: PLC0415
+
+    try:
+        value = json.loads(read_private(path))
+    except NotFound:
+        return None
+    except ValueError as exc:
+        raise InvalidInput(f"the install journal {path} is corrupt; delete it",
+                           code="invalid-journal") from exc
+    return value if isinstance(value, dict) else None
+
+
+def _write_journal(path: Path, journal: dict[str, Any] | None) -> None:
+    from palimpsest.identity import write_private  # noqa: PLC0415
+
+    if journal is None:
+        path.unlink(missing_ok=True)
+    else:
+        write_private(path, json.dumps(journal, indent=2).encode("utf-8") + b"\n")
+
+
+def _report(ctx: click.Context, report: dict[str, Any], line: str) -> None:
+    if options.value(ctx, "as_json"):
+        click.echo(json.dumps(report, ensure_ascii=False))
+    else:
+        click.echo(line)
+
+
+@command.command("install")
+@click.option("--client", type=click.Choice(sorted(clients.CLIENTS)), required=True,
+              help="Which client's project config to write.")
+@click.option("--name", default=clients.DEFAULT_NAME, show_default=True,
+              help="The server's name in the config.")
+@click.option("--print", "print_only", is_flag=True,
+              help="Print the config that would be written; write nothing.")
+@click.pass_context
+def install_cmd(ctx: click.Context, client: str, name: str, print_only: bool) -> None:
+    """Add `pal mcp` for this repository to a client's project config (idempotent; other
+    entries are kept). The serve options given (--allow-repo-writes, …) go into the entry."""
+    root, git_dir = _work_tree(ctx)
+    path = clients.config_path(root, client)
+    journal_path = _journal_path(git_dir, client)
+    entry = clients.server_entry(_pal_executable(), _serve_args(ctx, root))
+    document = clients.read_config(path)
+    original = path.read_text("utf-8") if document is not None else ""
+    plan = clients.plan_install(document, _read_journal(journal_path), path=path, name=name,
+                                entry=entry, original=original)
+    if plan.action == "created" and plan.journal is not None:
+        plan.journal["createdDir"] = not path.parent.exists()
+    report = {"client": client, "path": str(path), "name": name, "action": plan.action,
+              "entry": entry}
+    if print_only:
+        shown = plan.document or {}
+        if options.value(ctx, "as_json"):
+            click.echo(json.dumps({**report, "document": shown}, ensure_ascii=False))
+        else:
+            sys.stdout.write(clients.render_config(shown).decode("utf-8"))
+        return
+    if plan.action != "unchanged":
+        _write_journal(journal_path, plan.journal)  # first, so a crash can still be undone
+        clients.write_config(path, plan.document)
+    _report(ctx, report, f"{plan.action}: {name} in {path}")
+
+
+@command.command("uninstall")
+@click.option("--client", type=click.Choice(sorted(clients.CLIENTS)), required=True,
+              help="Which client's project config to restore.")
+@click.pass_context
+def uninstall_cmd(ctx: click.Context, client: str) -> None:
+    """Remove what `pal mcp install` wrote, if it is still what it wrote (an entry changed
+    since is reported and left alone); the file is as it was before."""
+    root, git_dir = _work_tree(ctx)
+    path = clients.config_path(root, client)
+    journal_path = _journal_path(git_dir, client)
+    journal = _read_journal(journal_path)
+    plan = clients.plan_uninstall(clients.read_config(path), journal, path=path)
+    if plan.action in ("restored", "removed"):
+        clients.write_config(path, plan.document, plan.text)
+        if plan.action == "removed" and journal and journal.get("createdDir"):
+            with contextlib.suppress(OSError):  # only if still empty
+                path.parent.rmdir()
+    _write_journal(journal_path, plan.journal)
+    name = journal.get("name", clients.DEFAULT_NAME) if journal else clients.DEFAULT_NAME
+    lines = {"restored": f"restored {path}: {name} removed",
+             "removed": f"removed {path} (pal mcp install had created it)",
+             "kept": f"kept {name} in {path}: it changed since pal mcp install wrote it",
+             "absent": f"nothing to undo: pal mcp install wrote no {client} entry here"}
+    _report(ctx, {"client": client, "path": str(path), "name": name, "action": plan.action},
+            lines[plan.action])

@@ -16,15 +16,18 @@ constant warning outside author data::
 
 The budget covers the whole fenced text an agent receives (:func:`palimpsest.hn.show.fenced`:
 the note, the ``<untrusted-data>`` fence and the JSON), counted as ⌈UTF-8 bytes / 4⌉ tokens.
-Sections are filled in that order; inside a section memories are placed in recall order until
-the next one would not fit (the rest of that section is left out, a later section may still
-place smaller ones). The selection depends only on the verified memories, the policy at the
-commit and the budget: the same inputs give the same bytes.
+Sections are filled in turns — the newest open handoff, the newest decision, the newest
+verification, then the next of each — so a long list of one kind cannot crowd the others out;
+a section stops at its first memory that does not fit (the rest of it is left out, the other
+sections go on). Each section stays in recall order (newest first). The selection depends
+only on the verified memories, the policy at the commit and the budget: the same inputs give
+the same bytes.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -105,6 +108,26 @@ def check_budget(budget: object) -> int:
     return budget
 
 
+def _feed(repo: pygit2.Repository, at_commit: str, section: _Section) -> Iterator[bytes]:
+    """The section's memories in recall order, a page at a time (``matched`` from the first)."""
+    from palimpsest.hn import recall  # noqa: PLC0415 - the recall machinery only when priming
+
+    cursor = ""
+    while True:
+        value: dict[str, object] = {"version": 0, "atCommit": at_commit,
+                                    "kind": [section.kind], "maxRecords": PAGE_RECORDS,
+                                    "maxContentBytes": MAX_BOUND}
+        if cursor:
+            value["cursor"] = cursor
+        page = recall.recall(repo, request_from_value(value))
+        if not cursor:
+            section.matched = page.matched
+        yield from page.records
+        cursor = page.next_cursor
+        if not cursor:
+            return
+
+
 def prime(repo: pygit2.Repository, at_commit: str, budget: int) -> bytes:
     """The prime of the repository at ``at_commit`` (a full commit ID) within ``budget`` tokens.
 
@@ -113,38 +136,28 @@ def prime(repo: pygit2.Repository, at_commit: str, budget: int) -> bytes:
             fit), or a recall refusal (invalid policy, a commit that is not one).
         Unavailable: the index could not be made trustworthy.
     """
-    from palimpsest.hn import recall  # noqa: PLC0415 - the recall machinery only when priming
-
     check_budget(budget)
     sections = [_Section(label, kind) for label, kind in SECTIONS]
     need = _text_tokens(_json_length(at_commit, sections))
     if need > budget:
         raise InvalidInput(f"the prime needs at least {need} tokens for its empty document; "
                            "raise --budget", code="budget-too-small")
-    truncated = False
-    for section in sections:
-        cursor = ""
-        full = False
-        while not full:
-            value = {"version": 0, "atCommit": at_commit, "kind": [section.kind],
-                     "maxRecords": PAGE_RECORDS, "maxContentBytes": MAX_BOUND}
-            if cursor:
-                value["cursor"] = cursor
-            page = recall.recall(repo, request_from_value(value))
-            if not cursor:
-                section.matched = page.matched
-            for record in page.records:
-                grown = len(record) + (1 if section.records else 0)
-                section.records.append(record)
-                section.size += grown
-                if _text_tokens(_json_length(at_commit, sections)) > budget:
-                    section.records.pop()
-                    section.size -= grown
-                    full = True
-                    break
-            cursor = page.next_cursor
-            full = full or not cursor
-        truncated = truncated or len(section.records) < section.matched
+    feeds = {section.kind: _feed(repo, at_commit, section) for section in sections}
+    open_sections = list(sections)
+    while open_sections:  # in turns, so one long list cannot crowd the others out
+        for section in list(open_sections):
+            record = next(feeds[section.kind], None)
+            if record is None:
+                open_sections.remove(section)
+                continue
+            grown = len(record) + (1 if section.records else 0)
+            section.records.append(record)
+            section.size += grown
+            if _text_tokens(_json_length(at_commit, sections)) > budget:
+                section.records.pop()
+                section.size -= grown
+                open_sections.remove(section)  # a section stops at its first misfit
+    truncated = any(len(s.records) < s.matched for s in sections)
     out = render(at_commit, sections, truncated)
     if tokens(fenced(out)) > budget:  # the arithmetic above is exact; never ship an overrun
         raise AssertionError("prime exceeded its budget")

@@ -24,8 +24,10 @@ crash leaves either the whole changeset with its projection and index, or nothin
 from __future__ import annotations
 
 import contextlib
+import random
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +35,7 @@ from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service.model import MEMORY_UNAVAILABLE, unavailable
+from palimpsest.service.model import MEMORY_UNAVAILABLE, store_busy, unavailable
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import private_dir, private_file
 from palimpsest.service.storage.memorygit import GitStore
@@ -49,6 +51,11 @@ from palimpsest.service.storage.schema import (
 from palimpsest.service.storage.tree import SqlRows
 
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
+# How long a write waits for the writers of other processes (pal serve --workers, pal admin)
+# before it is refused with 503 and Retry-After; nothing of a refused write is kept.
+WRITE_WAIT_SECONDS: Final = 5.0
+_FIRST_PAUSE: Final = 0.0005
+_MAX_PAUSE: Final = 0.004
 
 
 class StoreVersionError(Unavailable):
@@ -61,7 +68,8 @@ class StoreVersionError(Unavailable):
 class SqliteStore(SqlRows):
     """One SQLite database plus a ``files/`` directory of content-addressed bytes."""
 
-    def __init__(self, data_dir: Path, *, durability: str = "normal") -> None:
+    def __init__(self, data_dir: Path, *, durability: str = "normal",
+                 write_wait: float = WRITE_WAIT_SECONDS) -> None:
         try:
             private_dir(data_dir)  # 0700 / 0600 whatever the umask: no other user reads memory
             private_dir(data_dir / "files")
@@ -69,9 +77,11 @@ class SqliteStore(SqlRows):
                 if name == "palimpsest.db" or (data_dir / name).exists():
                     private_file(data_dir / name)
             self.data_dir = data_dir
+            # Readers of a WAL database never wait for writers; the bounded wait covers the
+            # rare moments a reader does (WAL recovery after a crashed process).
             self._db: sqlite3.Connection = sqlite3.connect(
                 data_dir / "palimpsest.db", isolation_level=None, check_same_thread=False,
-                timeout=30)
+                timeout=write_wait)
             self._db.row_factory = sqlite3.Row
             self._check_schema(data_dir)  # before anything writes to the file
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -105,6 +115,7 @@ class SqliteStore(SqlRows):
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
         self.lock = threading.RLock()
+        self._write_wait = write_wait
         self._in_tx = False
         self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
         self._writers = {}
@@ -146,10 +157,7 @@ class SqliteStore(SqlRows):
             if self._in_tx:
                 yield
                 return
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise unavailable(f"the store is busy: {exc}") from exc
+            self._begin_write()
             self._in_tx = True
             committed = False
             try:
@@ -159,7 +167,7 @@ class SqliteStore(SqlRows):
                 # sees memory_unavailable rather than an unexplained failure.
                 with contextlib.suppress(sqlite3.Error):
                     self._db.execute("ROLLBACK")
-                raise unavailable(f"the store could not complete the write: {exc}") from exc
+                raise self._failure("could not complete the write", exc) from exc
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -170,7 +178,7 @@ class SqliteStore(SqlRows):
                 except sqlite3.Error as exc:
                     with contextlib.suppress(sqlite3.Error):
                         self._db.execute("ROLLBACK")
-                    raise unavailable(f"the store could not commit: {exc}") from exc
+                    raise self._failure("could not commit", exc) from exc
             finally:
                 self._in_tx = False
                 self._settle_names(committed)
@@ -188,10 +196,43 @@ class SqliteStore(SqlRows):
             try:
                 yield
             except sqlite3.Error as exc:
-                raise unavailable(f"the store could not complete the read: {exc}") from exc
+                raise self._failure("could not complete the read", exc) from exc
             finally:
                 self._in_tx = False
                 self._db.execute("COMMIT")
+
+    def _begin_write(self) -> None:
+        """``BEGIN IMMEDIATE``: take the one write lock of the file, waiting for the writers
+        of other processes at most ``write_wait`` seconds, then refuse with a busy 503.
+
+        The wait is this loop's, not SQLite's busy handler (whose sleeps grow to 100 ms, so a
+        waiter keeps sleeping long after the lock came free): short, jittered pauses, so the
+        lock passes between processes within a millisecond or two."""
+        start = time.monotonic()
+        pause = _FIRST_PAUSE
+        self._db.execute("PRAGMA busy_timeout=0")
+        try:
+            while True:
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    return
+                except sqlite3.OperationalError as exc:
+                    left = self._write_wait - (time.monotonic() - start)
+                    if not _is_busy(exc):
+                        raise self._failure("could not start the write", exc) from exc
+                    if left <= 0:
+                        raise store_busy(self._write_wait) from exc
+                    time.sleep(min(left, pause * (0.5 + random.random())))  # noqa: S311
+                    pause = min(pause * 2, _MAX_PAUSE)
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout={int(self._write_wait * 1000)}")
+
+    def _failure(self, what: str, exc: sqlite3.Error) -> Unavailable:
+        """The refusal for a failed statement, in the service's words: another process
+        holding the file past the wait is "busy, retry" (never SQLite's own wording)."""
+        if _is_busy(exc):
+            return store_busy(self._write_wait)
+        return unavailable(f"the store {what}: {exc}")
 
     def changes(self) -> int:
         """Rows inserted, updated or deleted on this connection so far (triggers included):
@@ -245,6 +286,11 @@ class SqliteStore(SqlRows):
         for table in ("mg_proposals", "mg_reviews", "mg_advances", "mg_conflicts"):
             self._x(f"UPDATE mg_seq SET value = MAX(value, (SELECT COALESCE(MAX(seq), 0) "  # noqa: S608
                     f"FROM {table})) WHERE id = 1")
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (any extended code): another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 
