@@ -30,7 +30,6 @@ import pytest
 
 from tests.api.server import Server
 
-
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 STATEFUL = "ignored_auth,use_after_free,ensure_resource_availability,object_level_authorization"
 

@@ -65,7 +65,9 @@ TypeName = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
 Text = Annotated[str, StringConstraints(max_length=bounds.MAX_TEXT, pattern=r"^[^\x00]*$")]
 Description = Annotated[str, StringConstraints(max_length=bounds.MAX_DESCRIPTION)]
 Privilege = Literal["read", "write", "create", "delete"]
-Provider = Literal["builtin"]  # the one provider a memory can be created with
+# The one provider a memory can be created with; another is the service's to refuse
+# (memory_unsupported, as the chapter says), so only the document names it.
+Provider = Annotated[str, WithJsonSchema({"type": "string", "enum": ["builtin"]})]
 Role = Literal["user", "assistant", "system", "tool"]
 
 

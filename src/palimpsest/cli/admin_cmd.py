@@ -13,6 +13,7 @@ in ``--data-dir`` must not mint credentials into an empty store the server never
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -361,6 +362,55 @@ def restore_cmd(ctx: click.Context, source: Path) -> None:
         f"{report['rebuild']['records']} records, {report['files']['count']} files; "
         "rebuild equal",
         f"serve it with: pal serve --data-dir {report['path']}"])
+
+
+# --- export and import of a memory subtree (service/archive.py) ------------------------------
+
+
+@command.command("export")
+@click.argument("memory_id")
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False))
+@_AS
+@click.pass_context
+def export_cmd(ctx: click.Context, memory_id: str, archive: Path, as_member: str | None) -> None:
+    """Write MEMORY_ID and every memory below it (their active records and file bytes) to the
+    new file ARCHIVE, a portable JSON archive that pal admin import reads on any server."""
+    from palimpsest.service import archive as arc  # noqa: PLC0415 — rare command
+
+    if archive.exists():
+        raise InvalidInput(f"{archive} already exists", code="export-target-exists",
+                           hint="name a new file for the archive")
+    with _service(ctx) as svc:
+        doc = arc.export(svc, _acting(svc, as_member), memory_id)
+    fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(canonical.encode_indent(doc))
+    content = doc["content"]
+    report = {"object": "export", "path": str(archive), "memories": len(content["memories"]),
+              "records": len(content["records"]), "files": len(content["files"])}
+    _emit(ctx, report, lambda: [
+        f"exported {report['memories']} memories, {report['records']} records and "
+        f"{report['files']} files to {archive}"])
+
+
+@command.command("import")
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--parent", "parent_id", default=None,
+              help="Make the archive's root a child of this memory (default: a top memory).")
+@_AS
+@click.pass_context
+def import_cmd(ctx: click.Context, archive: Path, parent_id: str | None,
+               as_member: str | None) -> None:
+    """Write ARCHIVE (from pal admin export) as a new memory subtree, every record checked as
+    any write is; a refusal removes whatever was written."""
+    from palimpsest.service import archive as arc  # noqa: PLC0415 — rare command
+
+    with _service(ctx) as svc:
+        report = arc.import_archive(svc, _acting(svc, as_member), archive.read_bytes(),
+                                    parent_id)
+    _emit(ctx, report, lambda: [
+        f"imported {report['memories']} memories, {report['records']} records and "
+        f"{report['files']} files as {report['memory_id']}"])
 
 
 # --- rebuild ---------------------------------------------------------------------------------
