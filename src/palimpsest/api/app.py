@@ -41,7 +41,7 @@ from palimpsest.api import (
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
 from palimpsest.api.mcp_mount import mount_mcp
-from palimpsest.api.runtime import UHP_VERSION, Runner, error_response, json_response
+from palimpsest.api.runtime import UHP_VERSION, Runner, error_response
 from palimpsest.api.schemas import SCHEMAS
 from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
@@ -59,12 +59,15 @@ class ApiConfig:
     title: str = "Palimpsest memory service"
     # remember answered without FastAPI's machinery (api/fastpath.py); same bytes either way
     fast_paths: bool = True
+    # which worker process of `pal serve --workers N` this is (0: the first or only one);
+    # /metrics names it, since each worker counts only what it answered
+    worker: int = 0
 
 
 def create_app(svc: MemoryService, config: ApiConfig | None = None) -> FastAPI:
     """Build the ASGI app over ``svc``; the caller keeps ownership of ``svc`` (closes it)."""
     config = config or ApiConfig()
-    observe = Observability()  # health, readiness, metrics, access log, tracing
+    observe = Observability(worker=config.worker)  # health, readiness, metrics, logs, traces
     run = Runner(on_group=observe.group_committed)
 
     @asynccontextmanager
@@ -113,8 +116,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         if not isinstance(exc, PalError):
             raise exc
         if errors.is_memory_git(request.url.path):
-            status, body = errors.lethe_error(exc)
-            return json_response(body, status)
+            return memory_git.lethe_error(exc)
         return error_response(errors.from_pal_error(exc))
 
     async def validation_error(request: Request, exc: Exception) -> Response:

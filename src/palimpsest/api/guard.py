@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palimpsest import canonical
-from palimpsest.api.errors import ApiError, from_pal_error
+from palimpsest.api.errors import ApiError, from_pal_error, headers_of
 from palimpsest.errors import PalError
 from palimpsest.service.providers import MAX_FILE_BYTES
 
@@ -171,16 +171,9 @@ class Guard:
         return None
 
     async def _principal(self, headers: dict[str, str]) -> Any:
-        value = headers.get("authorization", "")
-        scheme, _, token = value.partition(" ")
-        token = token.strip()
-        if (
-            not hmac.compare_digest(scheme.lower().encode(), b"bearer")
-            or not token
-            or len(token) > self.config.limits.header_token_chars
-            or not token.isascii()
-            or not token.isprintable()
-        ):
+        token = bearer_token(headers.get("authorization", ""),
+                             self.config.limits.header_token_chars)
+        if token is None:
             return ApiError(
                 "invalid_credential",
                 "a bearer credential is required: send 'Authorization: Bearer <credential>'",
@@ -189,6 +182,23 @@ class Guard:
             return await self.authenticate(token)
         except PalError:
             return ApiError("invalid_credential", "the credential is unknown or revoked")
+
+
+def bearer_token(value: str, max_chars: int) -> str | None:
+    """The credential of an ``Authorization: Bearer <credential>`` header value (as the guard
+    decodes headers: latin-1), or ``None`` when the header is missing or malformed. Only the
+    scheme is compared here; the credential is compared in constant time by the service."""
+    scheme, _, token = value.partition(" ")
+    token = token.strip()
+    if (
+        not hmac.compare_digest(scheme.lower().encode(), b"bearer")
+        or not token
+        or len(token) > max_chars
+        or not token.isascii()
+        or not token.isprintable()
+    ):
+        return None
+    return token
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -289,11 +299,11 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
                 (b"x-content-type-options", b"nosniff"),
                 (b"cache-control", b"no-store"),
             ]
-            + ([(b"www-authenticate", b"Bearer")] if status == 401 else []),
+            + [(k.encode(), v.encode()) for k, v in headers_of(error).items()],
         }
     )
     await send({"type": "http.response.body", "body": payload})
 
 
 __all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
-           "Limits", "send_error"]
+           "Limits", "bearer_token", "send_error"]

@@ -295,6 +295,19 @@ OrFilter.model_rebuild()
 Types = Annotated[list[TypeName], Field(max_length=32)]
 
 
+class TrustFilter(Strict):
+    """A provenance filter (docs/provenance.md "Trust you can filter by"): what a record's
+    version must have to be admitted."""
+
+    reviewed_by_other: bool | None = None
+    written_by: Literal["human", "agent"] | None = None
+    signed_by: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    unreviewed_agents: bool | None = None
+
+
+TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+
+
 _RECALL_NEEDS: Final[JsonDict] = {"anyOf": [
     {"required": ["query"], "properties": {"query": _NOT_BLANK}},
     {"required": ["text"], "properties": {"text": _NOT_BLANK}},
@@ -322,6 +335,8 @@ class Recall(RecallBody):
     include: Literal["active", "all"] | IncludeList | None = None  # type: ignore[assignment]
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
     include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
+    # Extension (docs/provenance.md): only records whose provenance has what it names.
+    provenance: TrustFilter | TrustText | None = Field(default=None, alias="x.pal.provenance")
 
 
 class Graph(Strict):

@@ -31,7 +31,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
+from palimpsest.hn.replication.selection import Budgets
 from palimpsest.service import admin as admin_mod
 from palimpsest.service import grouped, history, mounts, projection, providers, sessions
 from palimpsest.service.core import Core
@@ -42,6 +44,7 @@ from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
+    SHARED_MAIN,
     Caller,
     Changeset,
     Credential,
@@ -65,9 +68,10 @@ from palimpsest.service.ops import (
     tree,
 )
 from palimpsest.service.provenance import members as provenance
+from palimpsest.service.provenance import trust
 from palimpsest.service.provenance.keys import ServerKeys
 from palimpsest.service.provenance.receipts import Receipts, split_include
-from palimpsest.service.storage import open_store
+from palimpsest.service.storage import WRITE_WAIT_SECONDS, open_store
 from palimpsest.service.storage.protocol import ReviewStore
 
 Clock = Callable[[], int]  # epoch milliseconds
@@ -77,17 +81,23 @@ class MemoryService:
     """The service over one data directory (SQLite in WAL mode + content-addressed files)."""
 
     def __init__(self, data_dir: Path, *, clock: Clock | None = None,
-                 durability: str = "normal") -> None:
+                 durability: str = "normal", database: str | None = None,
+                 write_wait: float = WRITE_WAIT_SECONDS) -> None:
         """Open (creating if needed) the store in ``data_dir``.
 
         ``clock`` returns epoch milliseconds; tests pass a fake one for ``as_of`` reads.
         ``durability="full"`` fsyncs every write (survives power loss, not only kill -9).
+        ``database`` (a ``postgresql://`` URL) keeps the store on PostgreSQL; the data
+        directory then keeps the server's keys and file bytes only.
+        ``write_wait``: seconds a write waits for other processes' writers (several
+        ``pal serve`` workers, ``pal admin``) before it is refused as busy (503, Retry-After).
 
         Raises:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
-        self._store = open_store(self.data_dir, durability=durability)
+        self._store = open_store(self.data_dir, durability=durability, database=database,
+                                 write_wait=write_wait)
         # Every changeset the store accepts is signed by the server's identity, in the same
         # transaction (docs/provenance.md).
         self.server_keys = ServerKeys(self.data_dir)
@@ -222,6 +232,34 @@ class MemoryService:
         from palimpsest.service.provenance import export  # noqa: PLC0415 — pygit2, rare
 
         return export.export(self._store, self.server_keys, directory, memory_id, progress)
+
+    def import_git(self, source: Path, *, keys: dict[str, str] | None, mode: str = "accepted",
+                   member_id: str | None = None, budgets: Budgets | None = None) -> Wire:
+        """Operator: bring an export (``pal export --git``) into this server through
+        quarantine → validate → promote (docs/provenance.md). ``keys`` ``None`` trusts the keys
+        the export carries. ``mode`` ``reviewed`` lands it on import refs and opens a merge
+        request into ``refs/shared/main`` where this server has one."""
+        from palimpsest.service.provenance import importer  # noqa: PLC0415 — pygit2, rare
+
+        report = importer.import_git(self._core, self.data_dir, source, keys=keys, mode=mode,
+                                     member_id=member_id,
+                                     budgets=budgets or importer.DEFAULT_BUDGETS)
+        if mode == "reviewed" and report.get("promoted"):
+            flow = self._review_gate().flow
+            for mem in report["memories"]:
+                source_ref = f"refs/topics/imports/{report['transaction']}/shared/main"
+                here = self._store.ref(mem["memory_id"], SHARED_MAIN)
+                if here is None or not here.head or not any(
+                        r["ref"] == source_ref for r in mem["refs"]):
+                    mem["proposal_note"] = ("this server has no refs/shared/main for the "
+                                            "memory to propose into: import it as accepted")
+                    continue
+                proposal, _made = flow.propose(
+                    f"member:{report['member_id']}", mem["memory_id"],
+                    {"source_ref": source_ref, "idempotency_key": f"import-{report['transaction']}",
+                     "message": f"import from {report['source']}"[:4096]})
+                mem["proposal_id"] = proposal["proposal_id"]
+        return report
 
     def register_key(self, caller: Caller, body: Wire, *,
                      idempotency_key: str | None = None) -> Wire:
@@ -395,13 +433,22 @@ class MemoryService:
         answer = records.get_record(self._core, caller, memory_id, record_id, as_of)
         return self._with_receipts(caller, answer, receipts)
 
-    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
-        if not wanted:
-            return answer
+    def _receipt_maker(self) -> Receipts:
         if self._receipts is None:
             self._receipts = Receipts(self._core, self.server_keys,
                                       self._store.review_store)
-        return self._receipts.attach(caller, answer)
+        return self._receipts
+
+    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
+        if not wanted:
+            return answer
+        return self._receipt_maker().attach(caller, answer)
+
+    def _judge(self, wanted: trust.TrustFilter | None) -> trust.Judge | None:
+        """What admits a record under a provenance filter (``None``: everything)."""
+        if wanted is None or wanted.empty:
+            return None
+        return trust.Judge(self._core, self._receipt_maker().review_of, wanted)
 
     def _body_include(self, body: Wire) -> tuple[Wire, bool]:
         """A read body's ``include`` less ``provenance`` (what the operation knows)."""
@@ -470,21 +517,31 @@ class MemoryService:
 
         Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
         ``x.pal.pending``: the caller's own memories still waiting for review (its
-        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``.
+        ``x.pal.provenance`` admits only records whose provenance has what it names
+        (:mod:`.provenance.trust`); the answer repeats the filter it applied."""
         body, receipts = self._body_include(body)
         if receipts:
             return self._with_receipts(caller, self.recall(caller, memory_id, body), True)
+        admit, applied = None, None
+        asked = isinstance(body, dict) and trust.FIELD in body
+        if isinstance(body, dict) and trust.FIELD in body:
+            body = dict(body)
+            wanted = trust.parse(body.pop(trust.FIELD))
+            judge = self._judge(wanted)
+            admit, applied = (judge.admits if judge else None), wanted
+        flag = None
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
-            answer = recall.recall(self._core, caller, memory_id, body)
-            if flag is True:
-                words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
-                answer["x.pal.pending"] = self._review_gate().pending(
-                    f"member:{caller.member.id}", memory_id, words,
-                    int(body.get("limit") or 8))
-            return answer
-        return recall.recall(self._core, caller, memory_id, body)
+        answer = recall.recall(self._core, caller, memory_id, body, admit)
+        if asked:
+            answer[trust.FIELD] = applied.to_wire() if applied else None
+        if flag is True:
+            words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
+            answer["x.pal.pending"] = self._review_gate().pending(
+                f"member:{caller.member.id}", memory_id, words, int(body.get("limit") or 8))
+        return answer
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8); ``include:
@@ -494,14 +551,25 @@ class MemoryService:
                                    receipts)
 
     def prime(self, caller: Caller, memory_id: str, budget: int, *,
-              include: str | list[str] | None = None) -> Wire:
+              include: str | list[str] | None = None, provenance: Any = None) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
         (active, ``attributes.standing`` true) within ``budget`` tokens; ``include:
-        provenance`` adds ``provenance``, a receipt per placed record."""
+        provenance`` adds ``provenance``, a receipt per placed record. ``provenance``: a
+        filter (:mod:`.provenance.trust`); by default, in a memory that requires review, an
+        agent's write that no review admitted is left out (``"any"``: everything)."""
         _, receipts = split_include(include)
-        return self._with_receipts(caller, prime.prime(self._core, caller, memory_id, budget),
-                                   receipts)
+        if provenance is None:
+            wanted: trust.TrustFilter | None = trust.TrustFilter(
+                unreviewed_agents=not self._review_gate().requires_review(memory_id, "agent"))
+        else:
+            wanted = trust.parse(provenance)
+        judge = self._judge(wanted)
+        answer = prime.prime(self._core, caller, memory_id, budget,
+                             judge.admits if judge else None)
+        if judge is not None:  # says which records it left out by their provenance
+            answer[trust.FIELD] = judge.wanted.to_wire()
+        return self._with_receipts(caller, answer, receipts)
 
     def prime_preview(self, caller: Caller, memory_id: str, budget: int,
                       proposal_id: str) -> Wire:

@@ -76,6 +76,16 @@ def unavailable(message: str) -> Unavailable:
     return Unavailable(message, code=MEMORY_UNAVAILABLE)
 
 
+def store_busy(waited_seconds: float, retry_after: int = 1) -> Unavailable:
+    """Other writers held the store past the bounded wait (503 memory_unavailable with
+    ``Retry-After``): nothing of this request was written, so sending it again is safe."""
+    return Unavailable(
+        f"the store is busy with other writes (waited {waited_seconds:g} s); nothing was "
+        "written", code=MEMORY_UNAVAILABLE,
+        hint=f"retry after {retry_after} second{'s' if retry_after != 1 else ''}",
+        retry_after=retry_after)
+
+
 # --- vocabulary ----------------------------------------------------------------------------
 PRIVILEGES: Final = ("read", "write", "create", "delete")
 ALL_PRIVILEGES: Final = frozenset(PRIVILEGES)
@@ -539,10 +549,12 @@ CHANGESET_EXTRA: Final = ("persona_id", "actor_id", "surface", "model", "environ
 class Signature:
     """An Ed25519 signature over a changeset's canonical bytes (the bytes its id digests).
 
-    ``role`` is ``server`` (the service's identity signs every changeset it accepts) or
-    ``member`` (the author signed it client-side with a key it registered); ``signer`` names
-    who: ``server`` or the member's grant form. Key and signature are unpadded base64, as in
-    repository memory; ``key_id`` is the key's fingerprint (hex SHA-256 of the raw key)."""
+    ``role`` is ``server`` (the service's identity signs every changeset it accepts),
+    ``member`` (the author signed it client-side with a key it registered) or ``origin`` (the
+    server of another deployment it was imported from, ``pal import --git``); ``signer``
+    names who: ``server``, the member's grant form or ``origin:<key id>``. Key and signature
+    are unpadded base64, as in repository memory; ``key_id`` is the key's fingerprint (hex
+    SHA-256 of the raw key)."""
 
     role: str
     signer: str
