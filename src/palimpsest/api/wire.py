@@ -299,13 +299,18 @@ class TrustFilter(Strict):
     """A provenance filter (docs/provenance.md "Trust you can filter by"): what a record's
     version must have to be admitted."""
 
-    reviewed_by_other: bool | None = None
+    reviewed_by_other: bool | Absent = None
     written_by: Literal["human", "agent"] | None = None
     signed_by: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
-    unreviewed_agents: bool | None = None
+    unreviewed_agents: bool | Absent = None
 
 
-TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+# Its string form (service/provenance/trust.py parse): "any", or words joined by commas.
+_TRUST_WORD: Final = (r"(?:reviewed_by_other(?::(?:true|false))?|unreviewed_agents(?::(?:true|"
+                      r"false))?|written_by:(?:human|agent)|signed_by:[!-+\--~]{1,128})")
+TRUST_PATTERN: Final = rf"^(?:any|{_TRUST_WORD}(?:,{_TRUST_WORD})*)$"
+TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400,
+                                             pattern=TRUST_PATTERN)]
 
 
 _RECALL_NEEDS: Final[JsonDict] = {"anyOf": [
@@ -336,7 +341,7 @@ class Recall(RecallBody):
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
     include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
     # Extension (docs/provenance.md): only records whose provenance has what it names.
-    provenance: TrustFilter | TrustText | None = Field(default=None, alias="x.pal.provenance")
+    provenance: TrustFilter | TrustText | Absent = Field(default=None, alias="x.pal.provenance")
 
 
 class Graph(Strict):
