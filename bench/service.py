@@ -1,6 +1,14 @@
 """Speed of the memory service over HTTP: remember throughput and recall p50/p99.
 
-Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8] [--repeats 3]``
+Usage: ``.venv/bin/python bench/service.py [--sizes 10000,100000] [--clients 8] [--repeats 3]
+[--database postgresql://USER:PW@HOST:PORT/DB]``
+
+With ``--database`` the store is PostgreSQL (``pal serve --database``): for each size a fresh
+database is created beside the one named (the role needs CREATEDB) and dropped afterwards, and
+the same-run baselines are PostgreSQL's own — the bare psycopg insert-and-commit rate (one row
+of the same texts per transaction) and a bare ``tsvector`` query (the same texts in one table
+under a GIN index, ``@@ plainto_tsquery('simple', …)`` ranked by ``ts_rank``, ``LIMIT 8``) — in
+place of the SQLite storage figure.
 
 For each size a fresh data directory is seeded in-process with the same bulk importer as
 ``bench/service_inprocess.py`` (changesets of 1,000 ``add_record`` ops through the service's own
@@ -80,10 +88,12 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve(data_dir: Path) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(data_dir: Path, database: str | None = None
+           ) -> tuple[subprocess.Popen[bytes], str]:
+    extra = ["--database", database] if database else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "palimpsest.cli.main", "serve", "--data-dir", str(data_dir),
-         "--port", "0", "--json"], stdout=subprocess.PIPE)
+         "--port", "0", "--json", *extra], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
@@ -217,12 +227,12 @@ def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
     return round(middle, digits) if digits else round(middle)
 
 
-def run(size: int, n_queries: int, n_writes: int, clients: int,
-        repeats: int) -> dict[str, Any]:
+def run(size: int, n_queries: int, n_writes: int, clients: int,  # noqa: PLR0917
+        repeats: int, database: str | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
-        svc = MemoryService(data_dir)
+        svc = MemoryService(data_dir, database=database)
         made = svc.bootstrap_owner()
         assert made is not None
         owner, token = made
@@ -232,7 +242,7 @@ def run(size: int, n_queries: int, n_writes: int, clients: int,
         seeded = time.perf_counter() - t0
         svc.close()
         qs = INPROC.queries(rng, samples or ["w1 w2"], n_queries)
-        proc, url = _serve(data_dir)
+        proc, url = _serve(data_dir, database)
         try:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
                               timeout=60) as client:
@@ -258,7 +268,7 @@ def run(size: int, n_queries: int, n_writes: int, clients: int,
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-        with MemoryService(data_dir) as again:
+        with MemoryService(data_dir, database=database) as again:
             inproc_wall, inproc_cpu = INPROC.time_remember(again, again.caller(owner.id),
                                                            leaves[3], rng, n_writes)
             keyed_wall, keyed_cpu = _time_keyed(again, again.caller(owner.id), leaves[4], rng,
@@ -286,8 +296,85 @@ def run(size: int, n_queries: int, n_writes: int, clients: int,
         # the same with an Idempotency-Key per write, as every HTTP write here carries
         "baseline_remember_inprocess_keyed_per_s": round(keyed_wall),
         "baseline_remember_inprocess_keyed_cpu_ms": round(1000 / keyed_cpu, 3),
+        "store": "postgresql" if database else "sqlite",
+        **(_pg_baselines(database, size, qs, n_writes) if database else {}),
         "load_average_1m": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
     }
+
+
+def _pg_baselines(url: str, size: int, qs: list[str], n_writes: int) -> dict[str, Any]:
+    """PostgreSQL's floor on the same server, same run: one row of text per committed
+    transaction through psycopg, and a bare tsvector query over ``size`` texts."""
+    import psycopg
+
+    rng = random.Random(size + 1)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE bare_rows (id bigserial PRIMARY KEY, text text NOT NULL)")
+        texts = [" ".join(INPROC.words(rng, rng.randint(12, 30))) for _ in range(n_writes)]
+        t0 = time.perf_counter()
+        for text in texts:
+            with conn.transaction():
+                conn.execute("INSERT INTO bare_rows (text) VALUES (%s)", (text,))
+        commit_rate = n_writes / (time.perf_counter() - t0)
+        conn.execute("CREATE TABLE bare_fts (id bigserial PRIMARY KEY, text text NOT NULL, "
+                     "tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED)")
+        with conn.cursor().copy("COPY bare_fts (text) FROM STDIN") as copy:
+            for _ in range(size):
+                copy.write_row((" ".join(INPROC.words(rng, rng.randint(12, 30))),))
+        conn.execute("CREATE INDEX bare_fts_tsv ON bare_fts USING gin (tsv)")
+        conn.execute("ANALYZE bare_fts")
+        sql = ("SELECT id FROM bare_fts, plainto_tsquery('simple', %s) q WHERE tsv @@ q "
+               "ORDER BY ts_rank(tsv, q) DESC LIMIT 8")
+        for q in qs[:20]:
+            conn.execute(sql, (q,)).fetchall()
+        lat = []
+        for q in qs:
+            t0 = time.perf_counter()
+            conn.execute(sql, (q,)).fetchall()
+            lat.append((time.perf_counter() - t0) * 1000)
+        # the same query shape recall's candidates take: any term (OR), not all of them
+        any_sql = ("SELECT id FROM bare_fts, to_tsquery('simple', %s) q WHERE tsv @@ q "
+                   "ORDER BY ts_rank(tsv, q) DESC LIMIT 8")
+        any_lat = []
+        for q in qs:
+            t0 = time.perf_counter()
+            conn.execute(any_sql, (" | ".join(q.split()),)).fetchall()
+            any_lat.append((time.perf_counter() - t0) * 1000)
+    return {"baseline_psycopg_insert_commit_per_s": round(commit_rate),
+            "baseline_tsvector_all_terms": _summary(lat),
+            "baseline_tsvector_any_term": _summary(any_lat)}
+
+
+def _database_for(url: str, size: int) -> Any:
+    """A fresh database beside ``url``'s, for one size (dropped by the caller)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    name = f"pal_bench_{size}_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = conninfo_to_dict(url)
+    made = make_conninfo(**{**info, "dbname": name})
+    host, port = info.get("host", "localhost"), info.get("port", 5432)
+    user, password = info.get("user", ""), info.get("password", "")
+    return name, made, f"postgresql://{user}:{password}@{host}:{port}/{name}"
+
+
+def _drop(url: str, name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_database(size: int, args: argparse.Namespace) -> dict[str, Any]:
+    """:func:`run` on a fresh PostgreSQL database of its own."""
+    name, _, url = _database_for(args.database, size)
+    try:
+        return run(size, args.queries, args.writes, args.clients, args.repeats, url)
+    finally:
+        _drop(args.database, name)
 
 
 def main() -> None:
@@ -301,9 +388,13 @@ def main() -> None:
                         help="records written through remember for the storage figure")
     parser.add_argument("--storage-only", action="store_true",
                         help="measure only bytes per record (no server)")
+    parser.add_argument("--database", default=None,
+                        help="postgresql:// URL: run on PostgreSQL (a fresh database per size "
+                        "is created beside this one)")
     args = parser.parse_args()
-    storage = storage_per_record(args.storage_records)
+    storage = None if args.database else storage_per_record(args.storage_records)
     results = [] if args.storage_only else [
+        run_database(int(s), args) if args.database else
         run(int(s), args.queries, args.writes, args.clients, args.repeats)
         for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,

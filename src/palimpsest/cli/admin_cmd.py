@@ -321,13 +321,27 @@ def mount_repo(ctx: click.Context, path: Path, memory_id: str) -> None:
 
 
 @command.command("migrate")
+@click.option("--to", "to", default=None, metavar="URL",
+              help="postgresql:// URL of an empty database: move the embedded store there "
+              "(copied, re-derived, proved equal; the data directory keeps keys and files).")
 @click.pass_context
-def migrate(ctx: click.Context) -> None:
+def migrate(ctx: click.Context, to: str | None) -> None:
     """Convert a data directory written by an older version (store schema 1 or 2) to the
-    current store; the original database is kept beside it as palimpsest.schema<N>.db."""
+    current store; the original database is kept beside it as palimpsest.schema<N>.db. With
+    --to, move the (current) embedded store into an empty PostgreSQL database instead."""
+    directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
+    if to is not None:
+        from palimpsest.service.move import move_to_database  # noqa: PLC0415 — rare command
+
+        moved = move_to_database(directory, to)
+        _emit(ctx, moved, lambda: [
+            f"moved {directory} to {moved['to']}: {moved['copied']['changesets']} changesets, "
+            f"{moved['records']} records re-derived; projections equal "
+            f"({moved['digest_target'][:16]})",
+            f"serve it with: pal serve --data-dir {directory} --database <url>"])
+        return
     from palimpsest.service.upgrade import migrate as run  # noqa: PLC0415 — rare command
 
-    directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = run(directory)
     _emit(ctx, report, lambda: [f"{key}: {value}" for key, value in report.items()])
 

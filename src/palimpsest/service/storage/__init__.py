@@ -53,6 +53,18 @@ def database_name(url: str) -> str:
     return redacted(url)
 
 
+def copy_store(source: Store, target: Store) -> dict[str, int]:
+    """Copy an embedded store's history and said rows into an empty PostgreSQL store, inside
+    ``target.write()`` (``pal admin migrate --to``); the caller re-derives the rest.
+
+    Raises:
+        Conflict: target_not_empty — the target already holds a store (nothing touched).
+    """
+    from palimpsest.service.storage.postgres.copy import copy_store as run  # noqa: PLC0415 — psycopg loads only when used
+
+    return run(source, target)
+
+
 def open_import_target(data_dir: Path) -> ImportTarget:
     """A new store to fill from one of an older schema (``pal admin migrate``)."""
     return SqliteStore(data_dir)
