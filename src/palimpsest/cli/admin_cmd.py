@@ -373,6 +373,14 @@ def migrate_schema(ctx: click.Context) -> None:
 # --- backup and restore (service/backup.py) ---------------------------------------------------
 
 
+def _embedded_only(ctx: click.Context, what: str) -> None:
+    if _database(ctx) is not None:
+        raise InvalidInput(f"pal admin {what} works on the embedded SQLite store; this store's "
+                           "records are in PostgreSQL (--database)", code=f"{what}-unsupported",
+                           hint="back the database up with pg_dump and the data directory's "
+                           "files/ and provenance/ beside it")
+
+
 @command.command("backup")
 @click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
 @click.pass_context
@@ -382,6 +390,7 @@ def backup_cmd(ctx: click.Context, dest: Path) -> None:
     digests. DEST is itself a data directory; bring it back with pal admin restore."""
     from palimpsest.service.backup import backup  # noqa: PLC0415 — rare command
 
+    _embedded_only(ctx, "backup")
     report = backup(_store_dir(ctx), dest.expanduser())
     _emit(ctx, report, lambda: [
         f"backed up {report['source']} to {report['path']} ({report['database']['bytes']} "
@@ -401,6 +410,7 @@ def restore_cmd(ctx: click.Context, source: Path) -> None:
         with MemoryService(directory) as svc:
             return svc.rebuild()
 
+    _embedded_only(ctx, "restore")
     target: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = restore(source.expanduser(), target, rebuild)
     _emit(ctx, report, lambda: [
