@@ -200,3 +200,13 @@ def test_restore_refuses_a_damaged_backup_and_writes_nothing(serving: tuple[Serv
     not_one = _pal("admin", "--data-dir", str(target), "restore", str(server.data_dir))
     assert not_one.returncode == 1
     assert "is not a backup made by pal admin backup" in not_one.stderr
+
+
+def test_a_postgresql_store_is_not_taken_for_an_embedded_one(tmp_path: Path) -> None:
+    for args in (("backup", str(tmp_path / "b")), ("restore", str(tmp_path))):
+        refused = _pal("admin", "--data-dir", str(tmp_path / "d"), "--database",
+                       "postgresql://pal@127.0.0.1:1/none", *args)
+        assert refused.returncode == 1
+        assert "works on the embedded SQLite store" in refused.stderr
+        assert "pg_dump" in refused.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

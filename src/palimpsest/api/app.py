@@ -36,6 +36,7 @@ from palimpsest.api import (
     routes_provenance,
     routes_records,
     validation,
+    wire,
 )
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
@@ -185,6 +186,20 @@ def _validation_error(exc: RequestValidationError) -> errors.ApiError:
     return validation.shape(list(exc.errors()))
 
 
+def _link_json_values(node: Any) -> None:
+    """Replace the models' markers (free JSON, a named schema) with references to the
+    components: pydantic resolves a ``$ref`` itself, so the models cannot carry one."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) \
+        if isinstance(node, list) else ()
+    for key, value in list(items):
+        if isinstance(value, dict) and value.get(wire.JSON_VALUE_MARK) is True:
+            node[key] = {"$ref": "#/components/schemas/JsonValue"}
+        elif isinstance(value, dict) and isinstance(value.get(wire.REF_MARK), str):
+            node[key] = {"$ref": f"#/components/schemas/{value[wire.REF_MARK]}"}
+        else:
+            _link_json_values(value)
+
+
 _ERROR_STATUSES = ("401", "403", "404", "409", "413", "415", "421", "422", "503")
 
 
@@ -213,6 +228,8 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         raise RuntimeError(f"OpenAPI schema names used twice: {sorted(clash)}")
     schemas.update(SCHEMAS)
     schemas["Error"] = errors.error_schema()
+    schemas["JsonValue"] = wire.JSON_VALUE_SCHEMA
+    _link_json_values(doc)
     components["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
     doc["security"] = [{"bearer": []}]
     error_ref = {"$ref": "#/components/schemas/Error"}

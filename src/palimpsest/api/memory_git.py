@@ -28,7 +28,7 @@ from fastapi.responses import Response
 from palimpsest import canonical
 from palimpsest.api import errors
 from palimpsest.api.guard import PRINCIPAL_KEY
-from palimpsest.api.params import IdempotencyKey
+from palimpsest.api.params import IdempotencyKey, RequiredIdempotencyKey
 from palimpsest.api.runtime import json_response
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.service.memorygit.flow import ReviewFlow
@@ -61,7 +61,9 @@ _OBJECT_BODY: dict[str, Any] = {
     "requestBody": {
         "required": True,
         "content": {
-            "application/json": {"schema": {"type": "object", "additionalProperties": True}}
+            # a JSON object checked by the service; its values any JSON the body decoder takes
+            "application/json": {"schema": {"type": "object", "additionalProperties": {
+                "$ref": "#/components/schemas/JsonValue"}}}
         },
     }
 }
@@ -459,13 +461,9 @@ async def put_settings(
     openapi_extra=_OBJECT_BODY,
 )
 async def reviewed_write(
-    request: Request, project: str, idempotency_key: IdempotencyKey = None
+    request: Request, project: str, idempotency_key: RequiredIdempotencyKey
 ) -> Response:
     gate = ReviewedWrites(_flow(request))
-    if idempotency_key is None:
-        return lethe_error(
-            InvalidInput("a reviewed write needs an Idempotency-Key header", code="missing-field")
-        )
     key = idempotency_key
 
     def call(principal: str, body: dict[str, Any]) -> Any:

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import Depends, Header, Path, Query, Request
 
 from palimpsest.api.runtime import Runner, caller_of, runner, service
+from palimpsest.api.wire import TYPE_PATTERN
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
 
@@ -20,10 +21,15 @@ ObjectId = Annotated[str, Path(min_length=1, max_length=200)]
 QueryName = Annotated[str, Path(pattern=r"^[A-Za-z0-9_]{1,100}$")]
 PartIndex = Annotated[int, Path(ge=0, le=1000, description="Index of a content part")]
 Limit = Annotated[int, Query(ge=1, le=200, description="Page size (≤ 200)")]
-Cursor = Annotated[str | None, Query(min_length=1, max_length=500)]
+# Cursors are the offsets and positions this server issues (service/ops/tree.py, records.py).
+MemoryCursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,9}$",
+                                          description="next, from the previous page")]
+Cursor = Annotated[str | None, Query(pattern=r"^[0-9]{1,18}$",
+                                    description="next, from the previous page")]
 AsOf = Annotated[
     str | None,
-    Query(min_length=1, max_length=64, description="Read as it stood at this instant"),
+    Query(min_length=1, max_length=64, description="Read as it stood at this instant "
+          "(RFC 3339, with a time zone)", json_schema_extra={"format": "date-time"}),
 ]
 Include = Annotated[str, Query(
     pattern=r"^(?:active|all|provenance)(?:,(?:active|all|provenance))*$",
@@ -31,13 +37,23 @@ Include = Annotated[str, Query(
                 "record")]
 Provenance = Annotated[str | None, Query(
     pattern=r"^provenance$", description="provenance: a receipt on every record")]
-TypeFilter = Annotated[str | None, Query(min_length=1, max_length=100, alias="type")]
+TypeFilter = Annotated[str | None, Query(pattern=TYPE_PATTERN, alias="type")]
 IdempotencyKey = Annotated[
     str | None,
     Header(
         alias="Idempotency-Key",
         pattern=r"^[\x21-\x7e]{1,255}$",
         description="Replays of the same write under the same key return the first result",
+    ),
+]
+
+# A write that cannot be retried safely without one (a reviewed write opens a proposal).
+RequiredIdempotencyKey = Annotated[
+    str,
+    Header(
+        alias="Idempotency-Key",
+        pattern=r"^[\x21-\x7e]{1,255}$",
+        description="Required: replays under the same key return the first result",
     ),
 ]
 
@@ -69,11 +85,13 @@ __all__ = [
     "IdempotencyKey",
     "Include",
     "Limit",
+    "MemoryCursor",
     "MemoryId",
     "ObjectId",
     "PartIndex",
     "Provenance",
     "QueryName",
     "RecordId",
+    "RequiredIdempotencyKey",
     "TypeFilter",
 ]

@@ -11,9 +11,9 @@ from fastapi.responses import Response
 from palimpsest.api import wire
 from palimpsest.api.params import (
     Context,
-    Cursor,
     IdempotencyKey,
     Limit,
+    MemoryCursor,
     MemoryId,
     ObjectId,
 )
@@ -72,7 +72,7 @@ async def list_memories(
     ancestor: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     granted: Annotated[bool, Query()] = False,
     limit: Limit = 50,
-    cursor: Cursor = None,
+    cursor: MemoryCursor = None,
 ) -> Response:
     """One level of the tree: entry points, ``?parent=``, ``?ancestor=`` or ``?granted=true``."""
     return json_response(await ctx.run.run(

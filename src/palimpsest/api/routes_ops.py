@@ -49,7 +49,8 @@ async def prime(
     budget: Annotated[int, Query(ge=1, le=1_000_000, description="Token budget")] = 4000,
     include: Provenance = None,
     provenance: Annotated[str | None, Query(
-        min_length=1, max_length=400, description="a provenance filter: any, or "
+        min_length=1, max_length=400, pattern=wire.TRUST_PATTERN,
+        description="a provenance filter: any, or "
         "reviewed_by_other,written_by:human|agent,signed_by:<key>,unreviewed_agents:false"
     )] = None,
 ) -> Response:

@@ -28,6 +28,7 @@ from palimpsest.api.params import (
 from palimpsest.api.routes_memories import ok
 from palimpsest.api.runtime import json_response, remember_response
 from palimpsest.api.schemas import ref
+from palimpsest.service.providers import KEPT_MEDIA
 
 router = APIRouter()
 
@@ -163,9 +164,9 @@ async def get_job(memory_id: MemoryId, job_id: ObjectId, ctx: Context) -> Respon
     tags=["files"],
     responses=ok("File"),
     response_class=Response,
+    # the media types the provider keeps, and only those (service/providers.py)
     openapi_extra={"requestBody": {"required": True, "content": {
-        "application/octet-stream": {"schema": {"type": "string", "format": "binary"}},
-        "*/*": {"schema": {"type": "string", "format": "binary"}}}}},
+        media: {"schema": {"type": "string", "format": "binary"}} for media in KEPT_MEDIA}}},
 )
 async def upload_file(
     request: Request,

@@ -10,20 +10,64 @@ silently ignore part of a request (uhp-memories.md §7).
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
+from pydantic.config import JsonDict
+from pydantic.json_schema import SkipJsonSchema, WithJsonSchema
 
 from palimpsest.service import wire as bounds
+from palimpsest.service.model import CORE_TYPES, SERVER_TYPES
 
-# Bounds are the service's (service/wire.py); the edge only restates them for the OpenAPI.
-Id = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_ID)]
-Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_NAME)]
-TypeName = Annotated[str, StringConstraints(
-    pattern=r"^(?:[a-z][a-z0-9_]{0,63}|x\.[A-Za-z0-9_.\-]{1,64})$")]
-Text = Annotated[str, StringConstraints(max_length=bounds.MAX_TEXT)]
+# Bounds are the service's (service/wire.py); the edge only restates them for the OpenAPI, so
+# that a request the document calls valid is one the service takes (an id is printable ASCII
+# without spaces; a name is not blank and holds no NUL).
+Id = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_ID,
+                                      pattern=r"^[!-~]+$")]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=bounds.MAX_NAME,
+                                        pattern=r"^[^\x00]*[^\s\x00][^\x00]*$")]
+# A field that may be left out but is never null: the service refuses null there, so the
+# document must not offer it.
+Absent = SkipJsonSchema[None]
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 3.0 is the integer 3 (JSON Schema agrees); 3.5 stays a
+    float and is refused by the strict integer check."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return value
+
+
+# A free JSON value (attributes, filter values, query parameters): any JSON, but numbers within
+# what the body decoder takes (canonical.py refuses integers past 20 digits; the store keeps
+# 64-bit integers), so the document offers nothing the server refuses. A component, since it
+# nests (app.py adds it as #/components/schemas/JsonValue).
+INT64: Final = (-(2**63), 2**63 - 1)
+JSON_VALUE_SCHEMA: Final[JsonDict] = {"anyOf": [
+    {"type": "string"}, {"type": "boolean"}, {"type": "null"},
+    {"type": "number", "minimum": INT64[0], "maximum": INT64[1]},
+    {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+    {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}]}
+# pydantic resolves a $ref itself, so the models carry this marker, which app.py replaces
+# with the reference to the component
+JSON_VALUE_MARK: Final = "x-pal-json-value"
+JsonValue = Annotated[Any, WithJsonSchema({JSON_VALUE_MARK: True})]
+REF_MARK: Final = "x-pal-ref"  # {REF_MARK: "Name"}: replaced by a reference to that schema
+
+
+# After the bounds of an integer (so the document carries them as minimum and maximum).
+INTEGRAL: Final = BeforeValidator(_integral)
+# A core type, a server type or an x.-prefixed extension (service/wire.py record_type).
+TYPE_PATTERN: Final = (r"^(?:" + "|".join((*CORE_TYPES, *SERVER_TYPES))
+                       + r"|x\.[A-Za-z0-9_.\-]{1,64})$")
+TypeName = Annotated[str, StringConstraints(pattern=TYPE_PATTERN)]
+Text = Annotated[str, StringConstraints(max_length=bounds.MAX_TEXT, pattern=r"^[^\x00]*$")]
 Description = Annotated[str, StringConstraints(max_length=bounds.MAX_DESCRIPTION)]
 Privilege = Literal["read", "write", "create", "delete"]
+# The one provider a memory can be created with; another is the service's to refuse
+# (memory_unsupported, as the chapter says), so only the document names it.
+Provider = Annotated[str, WithJsonSchema({"type": "string", "enum": ["builtin"]})]
 Role = Literal["user", "assistant", "system", "tool"]
 
 
@@ -39,6 +83,11 @@ class Open(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
 
+# An RFC 3339 instant with a time zone (the service parses it; the document says which).
+Instant = Annotated[str, StringConstraints(min_length=1, max_length=64),
+                    WithJsonSchema({"type": "string", "format": "date-time", "maxLength": 64})]
+
+
 # --- the tree and grants -------------------------------------------------------------------
 
 
@@ -49,23 +98,28 @@ class MemoryCreate(Strict):
     description: Description = ""
     parent_id: Id | None = None
     restricted: bool = False
-    provider: Id | None = None
+    provider: Provider | None = None
 
 
 class MemoryUpdate(Strict):
-    """``PUT /v1/memories/{id}``: rename, describe, restrict, move (``parent_id``)."""
+    """``PUT /v1/memories/{id}``: rename, describe, restrict, move (``parent_id`` null: to the
+    top); ``provider`` only restates the one it has."""
 
-    name: Name | None = None
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"required": [name]} for name in ("name", "description", "parent_id", "restricted")]})
+
+    name: Name | Absent = None
     description: Description | None = None
     parent_id: Id | None = None
-    restricted: bool | None = None
-    provider: Id | None = None
+    restricted: bool | Absent = None
+    provider: Provider | Absent = None
 
 
 class GrantPut(Strict):
     """``POST /v1/memories/{id}/grants``: one grant per principal per node."""
 
-    principal: Annotated[str, StringConstraints(min_length=3, max_length=300)]
+    principal: Annotated[str, StringConstraints(min_length=3, max_length=bounds.MAX_ID + 16,
+                                                pattern=r"^(?:member|group):[!-~]{1,128}$")]
     privileges: Annotated[list[Privilege], Field(min_length=1, max_length=4)]
 
 
@@ -77,7 +131,7 @@ class TextPart(Strict):
 
     type: Literal["text"]
     text: Text
-    role: Role | None = None
+    role: Role | Absent = None
 
 
 class FileRefIn(Strict):
@@ -93,13 +147,14 @@ class FilePart(Strict):
     file: FileRefIn
     text: Text | None = None
     text_source: Literal["stated", "derived"] | None = None
-    role: Role | None = None
+    role: Role | Absent = None
 
 
 class ExtensionPart(Open):
     """Any ``x.``-prefixed part kind, carried unchanged."""
 
     type: Annotated[str, StringConstraints(pattern=r"^x\.[A-Za-z0-9._-]{1,100}$")]
+    __pydantic_extra__: dict[str, JsonValue]  # its other fields: any JSON the decoder takes
 
 
 Part = TextPart | FilePart | ExtensionPart
@@ -117,16 +172,27 @@ class ReferenceIn(Strict):
 class TimeIn(Strict):
     """Validity the writer states; the server clocks ``written_at``."""
 
-    valid_from: Annotated[str, StringConstraints(max_length=64)] | None = None
-    valid_to: Annotated[str, StringConstraints(max_length=64)] | None = None
+    valid_from: Instant | None = None
+    valid_to: Instant | None = None
 
 
-Attributes = Annotated[dict[str, Any], Field(max_length=200)]
+Attributes = Annotated[dict[str, JsonValue], Field(max_length=200)]
 References = Annotated[list[ReferenceIn], Field(max_length=bounds.MAX_REFERENCES)]
+
+
+_NOT_BLANK: Final[JsonDict] = {"type": "string", "pattern": r"[^\s\x00]"}
+_SOME_CONTENT: Final[JsonDict] = {"anyOf": [{"type": "string"}, {"type": "array", "minItems": 1}]}
+# "a record needs content or a title": content (a string, or at least one part) or a title
+# that is not blank. The service says so; the document says it too.
+_CONTENT_OR_TITLE: Final[JsonDict] = {"anyOf": [
+    {"required": ["content"], "properties": {"content": _SOME_CONTENT}},
+    {"required": ["title"], "properties": {"title": _NOT_BLANK}}]}
 
 
 class Remember(Strict):
     """``POST /v1/memories/{id}/records``; ``written_by`` is stamped, never supplied."""
+
+    model_config = ConfigDict(json_schema_extra=_CONTENT_OR_TITLE)
 
     type: TypeName | None = None
     title: Annotated[str, StringConstraints(max_length=bounds.MAX_TITLE)] | None = None
@@ -139,6 +205,8 @@ class Remember(Strict):
 class Revise(Strict):
     """``PATCH …/records/{rid}``: at least one field (checked by the service → 422)."""
 
+    model_config = ConfigDict(json_schema_extra={"minProperties": 1})
+
     title: Annotated[str, StringConstraints(max_length=bounds.MAX_TITLE)] | None = None
     content: Content | None = None
     attributes: Attributes | None = None
@@ -149,6 +217,10 @@ class Revise(Strict):
 class Episode(Strict):
     """One observed turn; ``time.valid_from`` is when it was said (what a question naming a
     date is matched against), ``title`` as for a record (the service's episode fields)."""
+
+    model_config = ConfigDict(json_schema_extra={"anyOf": [
+        {"properties": {"content": _SOME_CONTENT}},
+        {"required": ["title"], "properties": {"title": _NOT_BLANK}}]})
 
     content: Content
     attributes: Attributes | None = None
@@ -177,13 +249,31 @@ FilterOp = Annotated[str, StringConstraints(pattern=f"^(?:{'|'.join(bounds.FILTE
 IncludeList = Annotated[list[Literal["active", "all", "provenance"]], Field(max_length=3)]
 
 
+_NUMBER: Final[JsonDict] = {"type": "number", "minimum": INT64[0], "maximum": INT64[1]}
+_SCALAR: Final[JsonDict] = {"anyOf": [{"type": "string"}, {"type": "boolean"}, {"type": "null"},
+                                      _NUMBER]}
+_NOT_OBJECT: Final[JsonDict] = {"anyOf": [*_SCALAR["anyOf"], {"type": "array",  # type: ignore[misc]
+                                                              "items": _SCALAR}]}
+# What the service takes as a condition's value, by operator (service/wire.py _filter).
+_CONDITION_VALUES: Final[JsonDict] = {"anyOf": [
+    {"required": ["value"], "properties": {"op": {"const": "in"}, "value": {
+        "type": "array", "minItems": 1, "maxItems": 100, "items": _SCALAR}}},
+    {"required": ["value"], "properties": {"op": {"enum": ["gte", "lte", "gt", "lt"]},
+                                           "value": {"anyOf": [{"type": "string"}, _NUMBER]}}},
+    {"required": ["value"], "properties": {"op": {"enum": ["eq", "ne", "contains"]},
+                                           "value": _NOT_OBJECT}},
+    {"properties": {"op": {"const": "exists"}, "value": _NOT_OBJECT}}]}
+
+
 class Condition(Strict):
     """``{field, op, value}`` over ``type``, ``attributes.*`` or ``time.*`` (``value`` may be
     left out only for ``exists``)."""
 
-    field: Annotated[str, StringConstraints(min_length=1, max_length=300)]
+    model_config = ConfigDict(json_schema_extra=_CONDITION_VALUES)
+
+    field: Annotated[str, StringConstraints(max_length=300, pattern=bounds.FIELD_PATTERN)]
     op: FilterOp
-    value: Any = None
+    value: JsonValue = None
 
 
 class AndFilter(Strict):
@@ -203,47 +293,65 @@ AndFilter.model_rebuild()
 OrFilter.model_rebuild()
 
 Types = Annotated[list[TypeName], Field(max_length=32)]
-Instant = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
 class TrustFilter(Strict):
     """A provenance filter (docs/provenance.md "Trust you can filter by"): what a record's
     version must have to be admitted."""
 
-    reviewed_by_other: bool | None = None
+    reviewed_by_other: bool | Absent = None
     written_by: Literal["human", "agent"] | None = None
     signed_by: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
-    unreviewed_agents: bool | None = None
+    unreviewed_agents: bool | Absent = None
 
 
-TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+# Its string form (service/provenance/trust.py parse): "any", or words joined by commas.
+_TRUST_WORD: Final = (r"(?:reviewed_by_other(?::(?:true|false))?|unreviewed_agents(?::(?:true|"
+                      r"false))?|written_by:(?:human|agent)|signed_by:[!-+\--~]{1,128})")
+TRUST_PATTERN: Final = rf"^(?:any|{_TRUST_WORD}(?:,{_TRUST_WORD})*)$"
+TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400,
+                                             pattern=TRUST_PATTERN)]
 
 
-class Recall(Strict):
-    """``POST /v1/memories/{id}/recall``: at least one of query, text, filters (service → 422)."""
+_RECALL_NEEDS: Final[JsonDict] = {"anyOf": [
+    {"required": ["query"], "properties": {"query": _NOT_BLANK}},
+    {"required": ["text"], "properties": {"text": _NOT_BLANK}},
+    {"required": ["filters"], "properties": {"filters": {"type": "object"}}}]}
+
+
+class RecallBody(Strict):
+    """A recall request as a named query keeps it: at least one of query, text, filters."""
+
+    model_config = ConfigDict(json_schema_extra=_RECALL_NEEDS)
 
     query: Annotated[str, StringConstraints(max_length=bounds.MAX_QUERY_TEXT)] | None = None
     text: Annotated[str, StringConstraints(max_length=bounds.MAX_QUERY_TEXT)] | None = None
     filters: Filter | None = None
     types: Types | None = None
     as_of: Instant | None = None
-    include: Literal["active", "all"] | IncludeList | None = None
-    depth: Annotated[int, Field(ge=0, le=1000)] | None = None
-    limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
+    include: Literal["active", "all"] | None = None  # a named query's records: one status
+    depth: Annotated[int, Field(ge=0, le=1000), INTEGRAL] | None = None
+    limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT), INTEGRAL] | Absent = None
+
+
+class Recall(RecallBody):
+    """``POST /v1/memories/{id}/recall``: at least one of query, text, filters (service → 422)."""
+
+    include: Literal["active", "all"] | IncludeList | None = None  # type: ignore[assignment]
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
     include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
     # Extension (docs/provenance.md): only records whose provenance has what it names.
-    provenance: TrustFilter | TrustText | None = Field(default=None, alias="x.pal.provenance")
+    provenance: TrustFilter | TrustText | Absent = Field(default=None, alias="x.pal.provenance")
 
 
 class Graph(Strict):
     """``POST /v1/memories/{id}/graph``."""
 
     around: Id | None = None
-    hops: Annotated[int, Field(ge=0, le=3)] = 1
+    hops: Annotated[int, Field(ge=0, le=3), INTEGRAL] = 1
     include: Annotated[list[Literal["provenance"]], Field(max_length=1)] | None = None
     types: Types | None = None
-    limit: Annotated[int, Field(ge=1, le=1000)] = 200
+    limit: Annotated[int, Field(ge=1, le=1000), INTEGRAL] = 200
 
 
 # --- queries, operations, snapshots, consolidations, harness ------------------------------
@@ -253,18 +361,19 @@ class QueryDefine(Strict):
     """``PUT /v1/memories/{id}/queries/{name}``."""
 
     description: Annotated[str, StringConstraints(max_length=4000)] = ""
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, JsonValue] = Field(default_factory=dict)
     requires: Literal["read", "write"] = "read"
-    language: Annotated[str, StringConstraints(min_length=1, max_length=100)]
+    language: Literal["recall"]  # the one language the built-in provider runs
     # language "recall": a recall request whose "$name" strings are replaced by params;
     # a textual language would carry its statement as a string.
-    body: dict[str, Any] | Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
+    # a recall request (its "$name" strings replaced by params when it runs)
+    body: RecallBody
 
 
 class QueryRun(Strict):
     """``POST /v1/memories/{id}/queries/{name}``."""
 
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, JsonValue] = Field(default_factory=dict)
 
 
 class FreeQuery(Strict):
@@ -272,7 +381,7 @@ class FreeQuery(Strict):
 
     language: Annotated[str, StringConstraints(min_length=1, max_length=100)]
     statement: Annotated[str, StringConstraints(min_length=1, max_length=20_000)]
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, JsonValue] = Field(default_factory=dict)
     write: bool = False
 
 
@@ -286,14 +395,14 @@ class SnapshotCreate(Strict):
 class Consolidate(Strict):
     """``POST /v1/memories/{id}/consolidations``."""
 
-    budget: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    budget: Annotated[int, Field(ge=1, le=100_000), INTEGRAL] | Absent = None
 
 
 class HarnessMemoriesPut(Strict):
     """``PUT /v1/harnesses/{id}/memories``."""
 
     default_memory_id: Id | None = None
-    observe: bool | None = None
+    observe: bool | Absent = None
 
 
 # --- provenance ------------------------------------------------------------------------------

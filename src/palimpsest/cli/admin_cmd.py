@@ -13,6 +13,7 @@ in ``--data-dir`` must not mint credentials into an empty store the server never
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -372,6 +373,14 @@ def migrate_schema(ctx: click.Context) -> None:
 # --- backup and restore (service/backup.py) ---------------------------------------------------
 
 
+def _embedded_only(ctx: click.Context, what: str) -> None:
+    if _database(ctx) is not None:
+        raise InvalidInput(f"pal admin {what} works on the embedded SQLite store; this store's "
+                           "records are in PostgreSQL (--database)", code=f"{what}-unsupported",
+                           hint="back the database up with pg_dump and the data directory's "
+                           "files/ and provenance/ beside it")
+
+
 @command.command("backup")
 @click.argument("dest", type=click.Path(path_type=Path, file_okay=False))
 @click.pass_context
@@ -381,6 +390,7 @@ def backup_cmd(ctx: click.Context, dest: Path) -> None:
     digests. DEST is itself a data directory; bring it back with pal admin restore."""
     from palimpsest.service.backup import backup  # noqa: PLC0415 — rare command
 
+    _embedded_only(ctx, "backup")
     report = backup(_store_dir(ctx), dest.expanduser())
     _emit(ctx, report, lambda: [
         f"backed up {report['source']} to {report['path']} ({report['database']['bytes']} "
@@ -400,6 +410,7 @@ def restore_cmd(ctx: click.Context, source: Path) -> None:
         with MemoryService(directory) as svc:
             return svc.rebuild()
 
+    _embedded_only(ctx, "restore")
     target: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = restore(source.expanduser(), target, rebuild)
     _emit(ctx, report, lambda: [
@@ -408,6 +419,55 @@ def restore_cmd(ctx: click.Context, source: Path) -> None:
         f"{report['rebuild']['records']} records, {report['files']['count']} files; "
         "rebuild equal",
         f"serve it with: pal serve --data-dir {report['path']}"])
+
+
+# --- export and import of a memory subtree (service/archive.py) ------------------------------
+
+
+@command.command("export")
+@click.argument("memory_id")
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False))
+@_AS
+@click.pass_context
+def export_cmd(ctx: click.Context, memory_id: str, archive: Path, as_member: str | None) -> None:
+    """Write MEMORY_ID and every memory below it (their active records and file bytes) to the
+    new file ARCHIVE, a portable JSON archive that pal admin import reads on any server."""
+    from palimpsest.service import archive as arc  # noqa: PLC0415 — rare command
+
+    if archive.exists():
+        raise InvalidInput(f"{archive} already exists", code="export-target-exists",
+                           hint="name a new file for the archive")
+    with _service(ctx) as svc:
+        doc = arc.export(svc, _acting(svc, as_member), memory_id)
+    fd = os.open(archive, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(canonical.encode_indent(doc))
+    content = doc["content"]
+    report = {"object": "export", "path": str(archive), "memories": len(content["memories"]),
+              "records": len(content["records"]), "files": len(content["files"])}
+    _emit(ctx, report, lambda: [
+        f"exported {report['memories']} memories, {report['records']} records and "
+        f"{report['files']} files to {archive}"])
+
+
+@command.command("import")
+@click.argument("archive", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@click.option("--parent", "parent_id", default=None,
+              help="Make the archive's root a child of this memory (default: a top memory).")
+@_AS
+@click.pass_context
+def import_cmd(ctx: click.Context, archive: Path, parent_id: str | None,
+               as_member: str | None) -> None:
+    """Write ARCHIVE (from pal admin export) as a new memory subtree, every record checked as
+    any write is; a refusal removes whatever was written."""
+    from palimpsest.service import archive as arc  # noqa: PLC0415 — rare command
+
+    with _service(ctx) as svc:
+        report = arc.import_archive(svc, _acting(svc, as_member), archive.read_bytes(),
+                                    parent_id)
+    _emit(ctx, report, lambda: [
+        f"imported {report['memories']} memories, {report['records']} records and "
+        f"{report['files']} files as {report['memory_id']}"])
 
 
 # --- rebuild ---------------------------------------------------------------------------------

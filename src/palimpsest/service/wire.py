@@ -45,8 +45,9 @@ MAX_QUERY_TEXT: Final = 4000
 MAX_KEY: Final = 255
 FILTER_OPS: Final = ("eq", "ne", "in", "gte", "lte", "gt", "lt", "contains", "exists")
 _TYPE_RE: Final = re.compile(r"(?:[a-z][a-z0-9_]{0,63}|x\.[A-Za-z0-9_.\-]{1,64})")
-_FIELD_RE: Final = re.compile(r"(?:type|time\.(?:valid_from|valid_to|written_at)|"
-                              r"attributes\.[A-Za-z0-9_\-]{1,64}(?:\.[A-Za-z0-9_\-]{1,64}){0,3})")
+FIELD_PATTERN: Final = (r"^(?:type|time\.(?:valid_from|valid_to|written_at)|"
+                        r"attributes\.[A-Za-z0-9_\-]{1,64}(?:\.[A-Za-z0-9_\-]{1,64}){0,3})$")
+_FIELD_RE: Final = re.compile(FIELD_PATTERN)
 QUERY_NAME_RE: Final = re.compile(r"[A-Za-z0-9_]{1,64}")
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+from palimpsest.errors import NotFound
 from palimpsest.service import history
 from palimpsest.service.core import Core
 from palimpsest.service.model import (
@@ -59,7 +60,8 @@ def revoke_key(core: Core, caller: Caller, key_id: str, key: str | None = None) 
     def apply(_key: str) -> Wire:
         found = [k for k in core.store.member_keys(caller.member.id) if k.key_id == key_id]
         if not found:
-            raise invalid("you have no key with that key_id", hint="list your keys first")
+            raise NotFound("you have no key with that key_id", code="memory_not_found",
+                           hint="list your keys first (GET /v1/members/me/keys)")
         core.store.revoke_member_key(caller.member.id, found[0].public_key)
         return MemberKey(caller.member.id, found[0].public_key, found[0].created_at,
                          True).to_wire()
