@@ -207,7 +207,15 @@ _FORMAT_8 = [
 ]
 
 
-@pytest.mark.parametrize("statements", [_FORMAT_8, _FORMAT_8[-1:]], ids=["format-8", "tag-only"])
+# Format 9 had no covering index for the per-class totals.
+_FORMAT_9 = [
+    "DROP INDEX row_keys_group",
+    "UPDATE meta SET value = 'pal-hn-memory-index/9' WHERE key = 'format'",
+]
+
+
+@pytest.mark.parametrize("statements", [_FORMAT_8, _FORMAT_8[-1:], _FORMAT_9],
+                         ids=["format-8", "tag-only", "format-9"])  # fmt: skip
 def test_index_of_an_older_format_is_rebuilt(
     repo: pygit2.Repository, monkeypatch: pytest.MonkeyPatch, statements: list[str]
 ) -> None:
@@ -225,8 +233,9 @@ def test_index_of_an_older_format_is_rebuilt(
     names = {n for (n,) in conn.execute("SELECT name FROM sqlite_master")}
     (tag,) = conn.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
     conn.close()
-    assert tag == FORMAT == "pal-hn-memory-index/9"
-    assert {"terms", "row_keys", "anchors", "reach"} <= names and "classes" not in names
+    assert tag == FORMAT == "pal-hn-memory-index/10"
+    assert {"terms", "row_keys", "anchors", "reach", "row_keys_group"} <= names
+    assert "classes" not in names
     verify_index(repo)
 
 

@@ -171,3 +171,58 @@ def test_the_installed_entry_serves_this_repository(repo: Path, tmp_path: Path) 
                          "repo_memory_prime"]
     assert "repo_memory_handoff" in names and "memory_list" not in names
     assert os.path.isabs(entry["command"])
+
+
+def test_hook_plans_add_replace_and_remove_only_their_group() -> None:
+    path = Path("/r/.claude/settings.json")
+    theirs = {"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}
+    mine = {"hooks": {"SessionStart": [theirs], "Stop": []}, "model": "x"}
+    group = clients.hook_group("pal memory prime --budget 10")
+    made = clients.plan_hook_install(mine, None, path=path, group=group, original="{}")
+    assert made.action == "created" and made.document is not None
+    assert made.document["hooks"]["SessionStart"] == [theirs, group]  # theirs first, kept
+    assert clients.plan_hook_install(made.document, made.journal, path=path,
+                                     group=group).action == "unchanged"
+    other = clients.hook_group("pal memory prime --budget 20")
+    moved = clients.plan_hook_install(made.document, made.journal, path=path, group=other)
+    assert moved.action == "updated" and moved.document is not None
+    assert moved.document["hooks"]["SessionStart"] == [theirs, other]
+    undone = clients.plan_hook_uninstall(moved.document, moved.journal, path=path)
+    assert undone.action == "restored" and undone.document == mine
+    assert clients.plan_hook_uninstall(mine, made.journal, path=path).action == "kept"
+    with pytest.raises(InvalidInput, match="is not a list"):
+        clients.plan_hook_install({"hooks": {"SessionStart": {}}}, None, path=path, group=group)
+    fresh = clients.plan_hook_install(None, None, path=path, group=group)
+    assert fresh.document == {"hooks": {"SessionStart": [group]}}
+    assert clients.plan_hook_uninstall(fresh.document, fresh.journal, path=path).action == (
+        "removed")
+
+
+def test_the_prime_hook_is_installed_runs_and_is_undone(repo: Path) -> None:
+    settings = repo / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    before = b'{"permissions": {"allow": ["Bash(git status)"]}}\n'
+    settings.write_bytes(before)
+    done = _pal(repo, "mcp", "install", "--client", "claude-code", "--prime-hook",
+                "--budget", "2000", "--json")
+    assert done.returncode == 0, done.stderr
+    hook = json.loads(done.stdout)["hook"]
+    assert hook["action"] == "created"
+    written = json.loads(settings.read_text())
+    assert written["permissions"] == {"allow": ["Bash(git status)"]}
+    (group,) = written["hooks"]["SessionStart"]
+    command = group["hooks"][0]["command"]
+    assert command == hook["command"] and "prime --at HEAD --budget 2000" in command
+    # what Claude Code would run: the fenced prime of this repository, from anywhere
+    ran = subprocess.run(["bash", "-c", command], cwd="/", capture_output=True,
+                         env=child_env(), check=False, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.startswith(b"Repository memory answer") and b"<untrusted-data>" in ran.stdout
+    again = _pal(repo, "mcp", "install", "--client", "claude-code", "--prime-hook",
+                 "--budget", "2000", "--json")
+    assert json.loads(again.stdout)["hook"]["action"] == "unchanged"
+    undone = _pal(repo, "mcp", "uninstall", "--client", "claude-code", "--json")
+    assert json.loads(undone.stdout)["hook"] == "restored"
+    assert settings.read_bytes() == before
+    refused = _pal(repo, "mcp", "install", "--client", "cursor", "--prime-hook")
+    assert refused.returncode == 1 and "claude-code" in refused.stderr

@@ -414,3 +414,4 @@ def test_a_vanished_repository_is_said_without_its_path(svc: MemoryService, owne
     assert down.value.code == "memory_unavailable"
     assert str(tmp_path) not in down.value.message and str(tmp_path) not in json.dumps(answer)
     assert svc.get_memory(owner, mid)["records"]["count"] == 0  # it serves nothing now
+

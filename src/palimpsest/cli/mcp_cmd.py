@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import stat
 import sys
@@ -229,10 +230,19 @@ def _report(ctx: click.Context, report: dict[str, Any], line: str) -> None:
               help="The server's name in the config.")
 @click.option("--print", "print_only", is_flag=True,
               help="Print the config that would be written; write nothing.")
+@click.option("--prime-hook", is_flag=True,
+              help="claude-code: also add `pal memory prime` as a SessionStart hook to "
+              ".claude/settings.json.")
+@click.option("--budget", type=click.IntRange(1, 1_000_000), default=4000, show_default=True,
+              help="Token budget of the prime hook.")
 @click.pass_context
-def install_cmd(ctx: click.Context, client: str, name: str, print_only: bool) -> None:
+def install_cmd(ctx: click.Context, client: str, name: str, print_only: bool,  # noqa: PLR0917
+                prime_hook: bool, budget: int) -> None:
     """Add `pal mcp` for this repository to a client's project config (idempotent; other
     entries are kept). The serve options given (--allow-repo-writes, …) go into the entry."""
+    if prime_hook and client != "claude-code":
+        raise InvalidInput("--prime-hook is for claude-code: Cursor has no session-start hook "
+                           "(see docs/integrations.md §7 for its rule)", code="usage")
     root, git_dir = _work_tree(ctx)
     path = clients.config_path(root, client)
     journal_path = _journal_path(git_dir, client)
@@ -255,7 +265,45 @@ def install_cmd(ctx: click.Context, client: str, name: str, print_only: bool) ->
     if plan.action != "unchanged":
         _write_journal(journal_path, plan.journal)  # first, so a crash can still be undone
         clients.write_config(path, plan.document)
-    _report(ctx, report, f"{plan.action}: {name} in {path}")
+    line = f"{plan.action}: {name} in {path}"
+    if prime_hook:
+        hook = _install_hook(root, git_dir, budget)
+        report["hook"] = hook
+        line += f"\n{hook['action']}: the SessionStart prime hook in {hook['path']}"
+    _report(ctx, report, line)
+
+
+def _install_hook(root: Path, git_dir: Path, budget: int) -> dict[str, Any]:
+    path = root / clients.HOOK_FILE
+    journal_path = _journal_path(git_dir, "claude-code-hook")
+    command_line = shlex.join([_pal_executable(), "memory", "--repo", str(root), "prime",
+                               "--at", "HEAD", "--budget", str(budget)])
+    document = clients.read_config(path)
+    original = path.read_text("utf-8") if document is not None else ""
+    plan = clients.plan_hook_install(document, _read_journal(journal_path), path=path,
+                                     group=clients.hook_group(command_line), original=original)
+    if plan.action == "created" and plan.journal is not None:
+        plan.journal["createdDir"] = not path.parent.exists()
+    if plan.action != "unchanged":
+        _write_journal(journal_path, plan.journal)
+        clients.write_config(path, plan.document)
+    return {"path": str(path), "action": plan.action, "command": command_line}
+
+
+def _uninstall_hook(git_dir: Path, root: Path) -> str | None:
+    journal_path = _journal_path(git_dir, "claude-code-hook")
+    journal = _read_journal(journal_path)
+    if journal is None:
+        return None
+    path = root / clients.HOOK_FILE
+    plan = clients.plan_hook_uninstall(clients.read_config(path), journal, path=path)
+    if plan.action in ("restored", "removed"):
+        clients.write_config(path, plan.document, plan.text)
+        if plan.action == "removed" and journal.get("createdDir"):
+            with contextlib.suppress(OSError):  # only if still empty
+                path.parent.rmdir()
+    _write_journal(journal_path, None)
+    return plan.action
 
 
 @command.command("uninstall")
@@ -277,9 +325,15 @@ def uninstall_cmd(ctx: click.Context, client: str) -> None:
                 path.parent.rmdir()
     _write_journal(journal_path, plan.journal)
     name = journal.get("name", clients.DEFAULT_NAME) if journal else clients.DEFAULT_NAME
+    hook = _uninstall_hook(git_dir, root) if client == "claude-code" else None
     lines = {"restored": f"restored {path}: {name} removed",
              "removed": f"removed {path} (pal mcp install had created it)",
              "kept": f"kept {name} in {path}: it changed since pal mcp install wrote it",
              "absent": f"nothing to undo: pal mcp install wrote no {client} entry here"}
-    _report(ctx, {"client": client, "path": str(path), "name": name, "action": plan.action},
-            lines[plan.action])
+    report: dict[str, Any] = {"client": client, "path": str(path), "name": name,
+                              "action": plan.action}
+    line = lines[plan.action]
+    if hook is not None:
+        report["hook"] = hook
+        line += f"\n{hook}: the SessionStart prime hook in {root / clients.HOOK_FILE}"
+    _report(ctx, report, line)

@@ -115,6 +115,33 @@ def plan_uninstall(document: dict[str, Any] | None, journal: dict[str, Any] | No
         current["mcpServers"] = servers
     else:
         current.pop("mcpServers", None)
+    return _restored(current, journal)
+
+
+# ----- the Claude Code SessionStart hook of `pal memory prime` (`--prime-hook`) -------------
+
+HOOK_FILE = Path(".claude") / "settings.json"
+HOOK_EVENT = "SessionStart"
+HOOK_MATCHER = "startup|resume|clear|compact"
+
+
+def hook_group(command: str) -> dict[str, Any]:
+    """One ``hooks.SessionStart`` matcher group that runs ``command`` (its stdout becomes
+    session context in Claude Code)."""
+    return {"matcher": HOOK_MATCHER,
+            "hooks": [{"type": "command", "command": command, "timeout": 30}]}
+
+
+def _groups(document: dict[str, Any], path: Path) -> tuple[dict[str, Any], list[Any]]:
+    hooks = document.get("hooks", {})
+    groups = hooks.get(HOOK_EVENT, []) if isinstance(hooks, dict) else None
+    if not isinstance(hooks, dict) or not isinstance(groups, list):
+        raise InvalidInput(f"{path}: hooks.{HOOK_EVENT} is not a list; fix the file first",
+                           code="invalid-client-config")
+    return dict(hooks), list(groups)
+
+
+def _restored(current: dict[str, Any], journal: dict[str, Any]) -> Plan:
     if journal.get("createdFile") and not current:
         return Plan(None, None, "removed")
     original = journal.get("original")
@@ -126,6 +153,47 @@ def plan_uninstall(document: dict[str, Any] | None, journal: dict[str, Any] | No
             same = False
         text = original.encode("utf-8") if same else None  # nothing else changed: same bytes
     return Plan(current, None, "restored", text)
+
+
+def plan_hook_install(document: dict[str, Any] | None, journal: dict[str, Any] | None, *,
+                      path: Path, group: dict[str, Any], original: str = "") -> Plan:
+    """Add ``group`` to ``hooks.SessionStart`` (after the groups already there), or replace the
+    one pal wrote before; an identical group already present changes nothing."""
+    current = dict(document) if document is not None else {}
+    hooks, groups = _groups(current, path)
+    if group in groups:
+        return Plan(document, journal, "unchanged")
+    ours = journal is not None and journal.get("written") in groups
+    if ours and journal is not None:
+        groups[groups.index(journal["written"])] = group
+        current["hooks"] = {**hooks, HOOK_EVENT: groups}
+        return Plan(current, {**journal, "written": group}, "updated")
+    current["hooks"] = {**hooks, HOOK_EVENT: [*groups, group]}
+    record = {"version": JOURNAL_VERSION, "path": str(path), "createdFile": document is None,
+              "hadHooks": "hooks" in (document or {}), "hadEvent": HOOK_EVENT in hooks,
+              "original": original, "written": group}
+    return Plan(current, record, "created")
+
+
+def plan_hook_uninstall(document: dict[str, Any] | None, journal: dict[str, Any] | None, *,
+                        path: Path) -> Plan:
+    """Remove the group pal wrote, if it is still there unchanged."""
+    if journal is None:
+        return Plan(document, None, "absent")
+    current = dict(document) if document is not None else {}
+    hooks, groups = _groups(current, path)
+    if journal.get("written") not in groups:
+        return Plan(document, None, "kept")  # changed or removed since: the edit wins
+    groups.remove(journal["written"])
+    if groups or journal.get("hadEvent"):
+        hooks[HOOK_EVENT] = groups
+    else:
+        hooks.pop(HOOK_EVENT, None)
+    if hooks or journal.get("hadHooks"):
+        current["hooks"] = hooks
+    else:
+        current.pop("hooks", None)
+    return _restored(current, journal)
 
 
 def render_config(document: dict[str, Any]) -> bytes:
@@ -181,5 +249,6 @@ def write_config(path: Path, document: dict[str, Any] | None, text: bytes | None
         raise
 
 
-__all__ = ["CLIENTS", "DEFAULT_NAME", "Plan", "config_path", "plan_install", "plan_uninstall",
+__all__ = ["CLIENTS", "DEFAULT_NAME", "HOOK_FILE", "Plan", "config_path", "hook_group",
+           "plan_hook_install", "plan_hook_uninstall", "plan_install", "plan_uninstall",
            "read_config", "render_config", "server_entry", "write_config"]

@@ -30,7 +30,7 @@ TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's 
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = "pal-hn-memory-index/9"
+FORMAT = "pal-hn-memory-index/10"
 INDEX_NAME = "index-pal-v1.sqlite"
 KEY_NAME = "index-pal-v1.key"
 TEMP_PREFIX = ".hn-private-"
@@ -101,6 +101,11 @@ SCHEMA = (
     # The rows of some anchors (covering): applicability counts at a query commit that does
     # not reach every anchor, and the rows a fetched anchor commit frees.
     "CREATE INDEX row_keys_anchor ON row_keys (aid, mode, eligible, lifecycle_rank, cls, doc)",
+    # The rows of one class total (covering): an incremental update recounts only the classes
+    # it touched, reading their rows alone (format 10; a scan of every eligible row of the
+    # lifecycle before: 17-19 ms per class at 100k).
+    "CREATE INDEX row_keys_group ON row_keys (eligible, mode, lifecycle_rank, cls, content_bytes,"
+    " data_bytes, search_units)",
     # Topic, lexical-term, path, anchor and subject postings of each row as opaque ASCII
     # words (:func:`posting_terms`).  Contentless and without positions: the only question is
     # "which rows hold every one of these terms".  A row's terms come from its signed record
