@@ -138,8 +138,11 @@ class ServiceEngine:
 
     name = "service"
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, database: str | None = None) -> None:
         self.workdir = workdir
+        # --database: each corpus in a fresh PostgreSQL database beside this one's
+        self.database = database
+        self._db_name: str | None = None
         self._open: tuple[object, Path] | None = None
         self.refused: list[str] = []
 
@@ -152,13 +155,36 @@ class ServiceEngine:
             svc.close()  # type: ignore[attr-defined]
             shutil.rmtree(data, ignore_errors=True)
             self._open = None
+        if self._db_name is not None and self.database is not None:
+            import psycopg
+
+            with psycopg.connect(self.database, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self._db_name}" WITH (FORCE)')
+            self._db_name = None
+
+    def _fresh_database(self) -> str | None:
+        if self.database is None:
+            return None
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+        self._db_name = f"pal_quality_{os.getpid()}"
+        with psycopg.connect(self.database, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{self._db_name}" WITH (FORCE)')
+            conn.execute(f'CREATE DATABASE "{self._db_name}"')
+        info = conninfo_to_dict(self.database)
+        made: str = make_conninfo(**{**info, "dbname": self._db_name})
+        return "postgresql://{user}:{password}@{host}:{port}/{db}".format(
+            user=info.get("user", ""), password=info.get("password", ""),
+            host=info.get("host", "localhost"), port=info.get("port", 5432),
+            db=self._db_name) if made else None
 
     def open(self, corpus: Corpus) -> Searcher:
         from palimpsest.service.memories import MemoryService
 
         self.close()
         data = self.workdir / corpus.name.replace("/", "_")
-        svc = MemoryService(data, clock=_clock_at(corpus))
+        svc = MemoryService(data, clock=_clock_at(corpus), database=self._fresh_database())
         self._open = (svc, data)
         made = svc.bootstrap_owner("bench")
         assert made is not None
@@ -447,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-upstream", action="store_true",
                     help="skip LongMemEval's user-turns-only run")
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--database", default=None,
+                    help="postgresql:// URL: our store on PostgreSQL (a fresh database per "
+                    "corpus, created beside this one)")
     ap.add_argument("--out", type=Path, default=None, help="also write the JSON here")
     ap.add_argument("--write-docs", nargs="*", type=Path, default=None, metavar="JSON",
                     help="rewrite the docs/benchmarks.md section from these result files "
@@ -458,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = tempfile.TemporaryDirectory(prefix="pal-quality-")
     workdir = args.workdir or Path(tmp.name)
-    ours = ServiceEngine(workdir)
+    ours = ServiceEngine(workdir, args.database)
     engines: list[object] = [ours] + (
         [] if args.no_baseline else [BM25Engine("space"), BM25Engine("words")])
     perturb = not args.no_perturb

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.api.server import Server, provision, start
+from tests.conftest import Backend
 
 # alice: a person; bob and carol: agents; bob is in group "team".
 MEMBERS = (("alice", "human"), ("bob", "agent"), ("carol", "agent"))
@@ -15,11 +16,12 @@ GROUPS = {"team": ["bob"]}
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, dict[str, Any]]]:
-    """A started server and its provisioned members (``owner``, ``alice``, ``bob``, ``carol``)."""
-    data_dir = tmp_path_factory.mktemp("svc") / "data"
-    members = provision(data_dir, MEMBERS, GROUPS)
-    server = start(data_dir)
+def world(module_backend: Backend) -> Iterator[tuple[Server, dict[str, Any]]]:
+    """A started server and its provisioned members (``owner``, ``alice``, ``bob``, ``carol``),
+    on each store the module lists in ``BACKENDS``."""
+    data_dir = module_backend.data_dir
+    members = provision(data_dir, MEMBERS, GROUPS, database=module_backend.database_url)
+    server = start(data_dir, *module_backend.serve_args())
     try:
         yield server, members
     finally:

@@ -17,9 +17,13 @@ import httpx
 import pytest
 
 from tests.api.server import Server, err, ok, state
+from tests.conftest import BOTH
 
 CASES = json.loads(
     (Path(__file__).resolve().parents[1] / "adversarial" / "api" / "cases.json").read_text())
+
+
+BACKENDS = BOTH  # hostile input meets the store's statements
 
 
 @pytest.fixture(scope="module")

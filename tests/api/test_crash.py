@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import threading
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,9 +18,13 @@ from click.testing import CliRunner
 
 from palimpsest.cli.main import cli
 from tests.api.server import ok, provision, start
+from tests.conftest import BOTH, Backend
 
 WRITERS = 4
 KILL_AFTER = 120  # acknowledged writes before the kill
+
+
+BACKENDS = BOTH  # kill -9 mid-write on either store
 
 
 def _payload(writer: int, n: int) -> dict[str, Any]:
@@ -31,10 +34,10 @@ def _payload(writer: int, n: int) -> dict[str, Any]:
             "attributes": {"writer": writer, "n": n}}
 
 
-def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    made = provision(data_dir, [("writer", "agent")])
-    server = start(data_dir)
+def test_kill_9_during_writes_loses_no_acknowledged_write(backend: Backend) -> None:
+    data_dir = backend.data_dir
+    made = provision(data_dir, [("writer", "agent")], database=backend.database_url)
+    server = start(data_dir, *backend.serve_args())
     token = made["owner"].token
     with server.client(token) as owner:
         mid = ok(owner.post("/v1/memories", json={"name": "Crash"}))["id"]
@@ -70,7 +73,7 @@ def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> Non
         thread.join(timeout=60)
     assert len(acknowledged) >= KILL_AFTER
 
-    restarted = start(data_dir)
+    restarted = start(data_dir, *backend.serve_args())
     try:
         with restarted.client(token) as owner:
             stored: dict[str, Any] = {}
@@ -99,7 +102,9 @@ def test_kill_9_during_writes_loses_no_acknowledged_write(tmp_path: Path) -> Non
             assert memory["records"]["count"] == len(stored)
     finally:
         restarted.stop()
-    result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), "rebuild", "--json"],
+    store = ["--database", backend.database_url] if backend.database_url else []
+    result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), *store, "rebuild",
+                                      "--json"],
                                 catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["equal"] is True

@@ -22,6 +22,9 @@ import httpx
 import pytest
 
 from tests.api.server import Server, err, ok
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # reach and refusals are the store's reads
 
 
 @pytest.fixture(scope="module")

@@ -195,3 +195,18 @@ def test_an_unreachable_database_is_unavailable(tmp_path: Path, url: str) -> Non
         open_store(tmp_path / "data", database=wrong)
     assert exc.value.code == "memory_unavailable"
     assert wrong.split("@")[0].split(":")[-1] not in str(exc.value)  # no password echoed
+
+
+def test_connections_the_server_dropped_are_replaced_without_a_failed_request(
+        url: str, stores: tuple[Store, Store]) -> None:
+    a, _ = stores
+    with a.write():
+        a.insert_member(Member("hmbr_y", "y", "human", False, 1))
+    with psycopg.connect(url, autocommit=True) as conn:  # as a server restart does
+        killed = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid <> "
+                              "pg_backend_pid()").fetchone()
+    assert killed is not None and killed[0] >= 1
+    with a.read():
+        found = a.member("hmbr_y")
+    assert found is not None and found.name == "y"

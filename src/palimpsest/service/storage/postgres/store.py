@@ -4,7 +4,8 @@ The same rows as the embedded store, written by the same statements (:class:`..t
 and its bases, through :mod:`.dialect`); this class holds what a server database does its
 own way:
 
-- **Transactions** take a connection from a pool (psycopg 3) for their length: ``write`` is
+- **Transactions** take a connection from a pool (psycopg 3; a broken one is replaced when
+  it comes back) for their length: ``write`` is
   ``BEGIN`` (read committed), ``read`` a repeatable-read, read-only snapshot. Statements
   outside a transaction borrow a connection in autocommit. A lost connection is
   ``memory_unavailable``; nothing of the transaction stays.
@@ -69,8 +70,11 @@ def redacted(url: str) -> str:
 
 
 def _pool(url: str, size: int) -> ConnectionPool[Any]:
+    # No check on checkout (it would cost a round trip per transaction): a connection the
+    # server dropped fails its transaction as memory_unavailable, goes back broken, and the
+    # pool replaces it.
     return ConnectionPool(url, min_size=1, max_size=size, open=True, timeout=POOL_TIMEOUT,
-                          check=ConnectionPool.check_connection, name="palimpsest",
+                          name="palimpsest",
                           kwargs={"autocommit": True, "row_factory": row_factory,
                                   "cursor_factory": psycopg.ClientCursor,
                                   "prepare_threshold": None})
@@ -153,15 +157,28 @@ class PostgresStore(SearchRows):
                 self._pg_peek.close()
 
     # --- transactions ---------------------------------------------------------------------
+    def _begun(self, begin: str) -> psycopg.Connection[Any]:
+        """A pooled connection with ``begin`` run on it. A connection the server dropped (a
+        restart) fails at ``BEGIN``, before anything is done: it goes back to the pool, which
+        replaces it, and the next one is tried (as many times as the pool holds)."""
+        for _ in range(self._pool.max_size + 1):
+            try:
+                conn: psycopg.Connection[Any] = self._pool.getconn()
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise unavailable(f"the database is unreachable: {exc}") from exc
+            try:
+                conn.execute(begin)
+                return conn
+            except psycopg.OperationalError as exc:
+                self._pool.putconn(conn)
+                failure = exc
+        raise unavailable(f"the database is unreachable: {failure}") from failure
+
     @contextmanager
     def _transaction(self, begin: str, what: str) -> Iterator[None]:
-        try:
-            conn = self._pool.getconn()
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise unavailable(f"the database is unreachable: {exc}") from exc
+        conn = self._begun(begin)
         committed = False
         try:
-            conn.execute(begin)
             self._db.bind(conn)
             self._in_tx = True
             try:
@@ -180,8 +197,6 @@ class PostgresStore(SearchRows):
                 committed = True
             except psycopg.Error as exc:
                 raise unavailable(f"the database could not commit: {exc}") from exc
-        except psycopg.Error as exc:  # BEGIN itself: the connection is gone
-            raise unavailable(f"the database is unreachable: {exc}") from exc
         finally:
             self._in_tx = False
             self._db.bind(None)
