@@ -63,9 +63,17 @@ class Conflict(PalError):
 
 
 class Unavailable(PalError):
-    """The environment (Git, storage, network, a remote) could not serve the request."""
+    """The environment (Git, storage, network, a remote) could not serve the request.
+
+    ``retry_after`` (whole seconds) says the condition is passing — the store was busy with
+    other writers past its bounded wait — and when to try again (HTTP ``Retry-After``)."""
 
     default_code = "unavailable"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message, code=code, hint=hint)
+        self.retry_after = retry_after
 
 
 __all__ = ["Conflict", "Forbidden", "InvalidInput", "NotFound", "PalError", "Unavailable"]

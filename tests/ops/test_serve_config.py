@@ -29,12 +29,14 @@ allowed_hosts = ["Memory.Example.org"]
 log_level = "info"
 durability = "full"
 tracing = "console"
+workers = 4
+write_wait = 2
 """)
     settings = serve_config.resolve({}, config)
     assert settings == serve_config.ServeSettings(
         data_dir=tmp_path / "store", host="127.0.0.1", port=0,
         allowed_hosts=("memory.example.org",), log_level="info", durability="full",
-        tracing="console")
+        tracing="console", workers=4, write_wait=2.0)
     assert set(serve_config.KEYS) == {f.name for f in
                                       serve_config.ServeSettings.__dataclass_fields__.values()}
 
@@ -53,6 +55,10 @@ def test_flags_and_environment_win_over_the_file(tmp_path: Path) -> None:
     ('log_level = "debug"\n', "log_level must be one of critical, error, warning, info"),
     ('allowed_hosts = "a.example"\n', "allowed_hosts must be a list of host names"),
     ("durability = true\n", "durability must be one of normal, full"),
+    ("workers = 0\n", "workers must be an integer from 1 to 64"),
+    ("workers = 2.5\n", "workers must be an integer from 1 to 64"),
+    ("write_wait = 0\n", "write_wait must be a number of seconds above 0 and at most 600"),
+    ('write_wait = "5"\n', "write_wait must be a number of seconds above 0 and at most 600"),
     ("port = \n", "is not valid TOML"),
 ])
 def test_bad_files_are_refused_by_name(tmp_path: Path, text: str, message: str) -> None:

@@ -81,6 +81,7 @@ class ApiError:
     message: str
     param: str | None = None
     detail: Any = None
+    retry_after: int | None = None  # seconds; sent as Retry-After (a busy store's 503)
 
     @property
     def status(self) -> int:
@@ -124,7 +125,27 @@ def from_pal_error(exc: PalError) -> ApiError:
         message=message,
         param=param if isinstance(param, str) else None,
         detail=detail if isinstance(detail, dict | list | str) else None,
+        retry_after=retry_after_of(exc),
     )
+
+
+def retry_after_of(exc: PalError) -> int | None:
+    """The whole seconds after which ``exc``'s request may be sent again (a busy store), or
+    ``None``."""
+    value = getattr(exc, "retry_after", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
+
+
+def headers_of(error: ApiError) -> dict[str, str]:
+    """The response headers an error adds: ``WWW-Authenticate`` on 401, ``Retry-After`` when
+    the condition is passing."""
+    out: dict[str, str] = {}
+    if error.status == 401:
+        out["www-authenticate"] = "Bearer"
+    if error.retry_after is not None:
+        out["retry-after"] = str(error.retry_after)
+    return out
 
 
 MEMORY_GIT_PREFIX = "/api/memory"
@@ -194,4 +215,4 @@ def error_schema() -> dict[str, Any]:
 
 
 __all__ = ["CODES", "MEMORY_GIT_PREFIX", "ApiError", "Mapping", "error_schema", "from_pal_error",
-           "is_memory_git", "lethe_code", "lethe_error"]
+           "headers_of", "is_memory_git", "lethe_code", "lethe_error", "retry_after_of"]

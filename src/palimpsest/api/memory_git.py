@@ -78,7 +78,11 @@ def install(app: FastAPI, svc: Any, *, flow: ReviewFlow | None = None) -> None:
 def lethe_error(exc: PalError) -> Response:
     """Lethe's error body with Lethe's status for this error class (:mod:`api.errors`)."""
     status, body = errors.lethe_error(exc)
-    return json_response(body, status)
+    response = json_response(body, status)
+    retry = errors.retry_after_of(exc)
+    if retry is not None:
+        response.headers["retry-after"] = str(retry)
+    return response
 
 
 def _principal(request: Request) -> str:

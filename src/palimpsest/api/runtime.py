@@ -166,8 +166,7 @@ def error_response(error: errors.ApiError, path: str = "") -> Response:
     """Render one error for a request to ``path`` (each surface has its own face)."""
     status, body = error.on(path)
     response = json_response(body, status)
-    if status == 401:
-        response.headers.update({"www-authenticate": "Bearer"})
+    response.headers.update(errors.headers_of(error))
     return response
 
 

@@ -16,7 +16,9 @@ With ``--log-level info`` every request is logged as one JSON line on stderr (th
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 import signal
 import socket
 import sys
@@ -32,6 +34,7 @@ from palimpsest.api.guard import LOOPBACK_HOSTS, GuardConfig
 from palimpsest.api.telemetry import tracing as tracing_mod
 from palimpsest.cli import serve_config
 from palimpsest.cli.datadir import default_data_dir, is_loopback
+from palimpsest.cli.serve_workers import ACCEPT_BATCH, SharedListener, Supervisor
 from palimpsest.errors import InvalidInput
 from palimpsest.service.memories import MemoryService
 from palimpsest.text import safe_text
@@ -40,6 +43,7 @@ __all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "command", "default_data_dir", "is_lo
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+GRACEFUL_SECONDS = 25  # in-flight requests get this long to finish on SIGTERM
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -80,16 +84,29 @@ def _listen(host: str, port: int) -> socket.socket:
               envvar="PAL_DURABILITY", help="full: an fsync per write (default normal).")
 @click.option("--tracing", type=click.Choice(serve_config.TRACING), default=None,
               envvar="PAL_TRACING", help="Export OpenTelemetry spans (default none).")
+@click.option("--database", default=None, envvar="PAL_DATABASE_URL",
+              help="postgresql:// URL: keep the store on PostgreSQL ($PAL_DATABASE_URL; "
+              "default: the embedded SQLite store in the data directory).")
+@click.option("--workers", type=click.IntRange(1, serve_config.MAX_WORKERS), default=None,
+              envvar="PAL_WORKERS",
+              help="Server processes sharing the socket and the store (default 1).")
+@click.option("--write-wait", type=click.FloatRange(0, serve_config.MAX_WRITE_WAIT,
+                                                     min_open=True), default=None,
+              envvar="PAL_WRITE_WAIT",
+              help="Seconds a write waits for other writers before 503 + Retry-After "
+              "(default 5).")
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
 def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
             allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
-            tracing: str | None, as_json: bool) -> None:
+            tracing: str | None, database: str | None, workers: int | None,
+            write_wait: float | None, as_json: bool) -> None:
     """Run the memory service until interrupted."""
     settings = serve_config.resolve({
         "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
-        "log_level": log_level, "durability": durability, "tracing": tracing}, config)
+        "log_level": log_level, "durability": durability, "tracing": tracing,
+        "database": database, "workers": workers, "write_wait": write_wait}, config)
     _configure_logging(settings.log_level)
-    if settings.tracing != "none":
+    if settings.tracing != "none" and settings.workers == 1:  # workers configure their own
         tracing_mod.configure(settings.tracing)
     try:
         _serve(settings, as_json)
@@ -113,56 +130,104 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
     directory, host, port = settings.data_dir, settings.host, settings.port
     loopback = is_loopback(host)
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    svc = MemoryService(directory, durability=settings.durability)
+    # One-time work — the schema, the first owner, the server's signing key — is done here,
+    # once, before any worker exists (several workers would race for it).
+    svc = MemoryService(directory, durability=settings.durability, database=settings.database,
+                        write_wait=settings.write_wait)
     try:
-        owner: dict[str, Any] | None = None
-        if not loopback:
-            active = [c for c in svc.list_credentials() if not c.revoked]
-            if not active:
-                raise InvalidInput(
-                    f"refusing to listen on non-loopback address {host} without configured "
-                    "credentials",
-                    code="no-credentials",
-                    hint=f"create one first: pal admin --data-dir {directory} --create member "
-                    "create NAME --admin, then pal admin credential create MEMBER_ID",
-                )
-        else:
-            made = svc.bootstrap_owner()
-            if made is not None:
-                member, secret = made
-                owner = {"member_id": member.id, "credential": secret}
+        owner = _first_start(svc, directory, host, loopback)
+        svc.server_keys.active()
         sock = _listen(host, port)
         bound_port = sock.getsockname()[1]
         shown_host = f"[{host.strip('[]')}]" if ":" in host else host
         url = f"http://{shown_host}:{bound_port}"
         hosts = (LOOPBACK_HOSTS if loopback else ()) + settings.allowed_hosts
-        config = ApiConfig(guard=GuardConfig(allowed_hosts=hosts))
-        app = create_app(svc, config)
-        # the access log is ours (api/telemetry): uvicorn's own would repeat every request
-        server = uvicorn.Server(uvicorn.Config(
-            app, log_level=settings.log_level, access_log=False, lifespan="on",
-            server_header=False, limit_concurrency=2048, timeout_keep_alive=30))
-        # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
-        # to whatever handler was installed before it. Ours only asks the server to stop: a
-        # signal that arrives before uvicorn installs its own handlers still stops it, and the
-        # re-raised one lets the process close the store and exit 0 instead of dying by it.
-        def stop(signum: int, frame: object) -> None:
-            server.should_exit = True
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, stop)
-        _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
-                  as_json=as_json)
-        server.run(sockets=[sock])
+        if settings.workers == 1:
+            server = _server(svc, hosts, settings, worker=None)
+            _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
+                      pids=[os.getpid()], as_json=as_json)
+            server.run(sockets=[sock])
+            return
     finally:
         svc.close()
+    # Several workers: the supervisor keeps the socket and nothing else (no store, no thread).
+    supervisor = Supervisor(settings.workers, functools.partial(_worker, sock, hosts, settings))
+    supervisor.start()
+    _announce(url=url, host=host, port=bound_port, directory=directory, owner=owner,
+              pids=supervisor.pids(), as_json=as_json)
+    try:
+        supervisor.run()
+    finally:
+        sock.close()
+
+
+def _first_start(svc: MemoryService, directory: Path, host: str,
+                 loopback: bool) -> dict[str, Any] | None:
+    """The owner made on the first start of a loopback server (its credential, shown once);
+    a public listener without a credential configured beforehand is refused."""
+    if not loopback:
+        active = [c for c in svc.list_credentials() if not c.revoked]
+        if not active:
+            raise InvalidInput(
+                f"refusing to listen on non-loopback address {host} without configured "
+                "credentials",
+                code="no-credentials",
+                hint=f"create one first: pal admin --data-dir {directory} --create member "
+                "create NAME --admin, then pal admin credential create MEMBER_ID",
+            )
+        return None
+    made = svc.bootstrap_owner()
+    if made is None:
+        return None
+    member, secret = made
+    return {"member_id": member.id, "credential": secret}
+
+
+def _worker(sock: socket.socket, hosts: tuple[str, ...], settings: serve_config.ServeSettings,
+            index: int) -> None:
+    """One worker process (forked by the supervisor): its own store connection, app and
+    event loop over the shared socket."""
+    if settings.tracing != "none":  # the exporter's threads belong to this process
+        tracing_mod.configure(settings.tracing)
+    listener = SharedListener(fileno=sock.detach())
+    svc = MemoryService(settings.data_dir, durability=settings.durability,
+                        database=settings.database, write_wait=settings.write_wait)
+    try:
+        _server(svc, hosts, settings, worker=index).run(sockets=[listener])
+    finally:
+        svc.close()
+        tracing_mod.shutdown()
+
+
+def _server(svc: MemoryService, hosts: tuple[str, ...], settings: serve_config.ServeSettings,
+            *, worker: int | None) -> uvicorn.Server:
+    """The HTTP server over ``svc``, with SIGINT/SIGTERM already asking it to stop."""
+    app = create_app(svc, ApiConfig(guard=GuardConfig(allowed_hosts=hosts), worker=worker or 0))
+    # the access log is ours (api/telemetry): uvicorn's own would repeat every request
+    server = uvicorn.Server(uvicorn.Config(
+        app, log_level=settings.log_level, access_log=False, lifespan="on",
+        server_header=False, limit_concurrency=2048, timeout_keep_alive=30,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        backlog=ACCEPT_BATCH if worker is not None else 2048))
+
+    # uvicorn turns SIGINT/SIGTERM into a graceful shutdown and then re-raises the signal
+    # to whatever handler was installed before it. Ours only asks the server to stop: a
+    # signal that arrives before uvicorn installs its own handlers still stops it, and the
+    # re-raised one lets the process close the store and exit 0 instead of dying by it.
+    def stop(signum: int, frame: object) -> None:
+        server.should_exit = True
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    return server
 
 
 def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[str, Any] | None,
-              as_json: bool) -> None:
+              pids: list[int], as_json: bool) -> None:
     if as_json:
         line: dict[str, Any] = {"url": url, "host": host, "port": port,
-                                "data_dir": str(directory)}
+                                "data_dir": str(directory), "pid": os.getpid(),
+                                "workers": pids}
         if owner is not None:
             line["owner"] = owner
         sys.stdout.write(canonical.encode(line).decode() + "\n")
@@ -172,6 +237,7 @@ def _announce(*, url: str, host: str, port: int, directory: Path, owner: dict[st
             click.echo("owner credential (shown once, store it now): "
                        f"{safe_text(owner['credential'])}")
         click.echo(f"data directory: {safe_text(str(directory))}")
-        click.echo(f"listening on {safe_text(url)} (Ctrl-C stops)")
+        shown = f", {len(pids)} worker processes" if len(pids) > 1 else ""
+        click.echo(f"listening on {safe_text(url)}{shown} (Ctrl-C stops)")
         click.echo(f"review desk: {safe_text(url)}/ui/ (sign in with a credential)")
     sys.stdout.flush()

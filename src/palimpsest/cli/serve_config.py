@@ -20,6 +20,13 @@ key (file)         flag / environment    meaning
                    ``PAL_DURABILITY``    ``full`` (an fsync per write: survives power loss)
 ``tracing``        ``--tracing``         ``none`` (default), ``console`` (spans as JSON lines
                    ``PAL_TRACING``       on stderr) or ``otlp``; needs the OpenTelemetry SDK
+``database``       ``--database``        a ``postgresql://`` URL: the store on PostgreSQL
+                   ``PAL_DATABASE_URL``  (keys and file bytes stay in the data directory);
+                                         unset: the embedded SQLite store
+``workers``        ``--workers``         server processes sharing the listening socket and
+                   ``PAL_WORKERS``       the store (default ``1``: one process; at most 64)
+``write_wait``     ``--write-wait``      seconds a write waits for other processes' writers
+                   ``PAL_WRITE_WAIT``    before a 503 with ``Retry-After`` (default ``5``)
 =================  ====================  ==================================================
 
 An unknown key, a value of the wrong type or out of range is refused by name before the
@@ -40,9 +47,12 @@ from palimpsest.errors import InvalidInput
 LOG_LEVELS: Final = ("critical", "error", "warning", "info")
 DURABILITY: Final = ("normal", "full")
 TRACING: Final = ("none", "console", "otlp")
+MAX_WORKERS: Final = 64
+MAX_WRITE_WAIT: Final = 600.0
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
-    "durability": "normal", "tracing": "none",
+    "durability": "normal", "tracing": "none", "database": None, "workers": 1,
+    "write_wait": 5.0,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
@@ -59,6 +69,9 @@ class ServeSettings:
     log_level: str
     durability: str
     tracing: str
+    workers: int
+    write_wait: float
+    database: str | None = None
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -96,6 +109,20 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
         return value
+    if key == "database":
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise refuse("a postgresql:// connection URL")
+        return value
+    if key == "workers":
+        if isinstance(value, bool) or not isinstance(value, int) \
+                or not 1 <= value <= MAX_WORKERS:
+            raise refuse(f"an integer from 1 to {MAX_WORKERS}")
+        return value
+    if key == "write_wait":
+        if isinstance(value, bool) or not isinstance(value, int | float) \
+                or not 0 < value <= MAX_WRITE_WAIT:
+            raise refuse(f"a number of seconds above 0 and at most {MAX_WRITE_WAIT:g}")
+        return float(value)
     if key == "allowed_hosts":
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v
                                                          for v in value):
@@ -129,4 +156,5 @@ def resolve(given: Mapping[str, Any], config: Path | None) -> ServeSettings:
     return ServeSettings(**{**out, "data_dir": Path(out["data_dir"]).expanduser()})
 
 
-__all__ = ["DURABILITY", "KEYS", "LOG_LEVELS", "TRACING", "ServeSettings", "read", "resolve"]
+__all__ = ["DURABILITY", "KEYS", "LOG_LEVELS", "MAX_WORKERS", "TRACING", "ServeSettings", "read",
+           "resolve"]

@@ -71,7 +71,7 @@ from palimpsest.service.provenance import members as provenance
 from palimpsest.service.provenance import trust
 from palimpsest.service.provenance.keys import ServerKeys
 from palimpsest.service.provenance.receipts import Receipts, split_include
-from palimpsest.service.storage import open_store
+from palimpsest.service.storage import WRITE_WAIT_SECONDS, open_store
 from palimpsest.service.storage.protocol import ReviewStore
 
 Clock = Callable[[], int]  # epoch milliseconds
@@ -81,17 +81,23 @@ class MemoryService:
     """The service over one data directory (SQLite in WAL mode + content-addressed files)."""
 
     def __init__(self, data_dir: Path, *, clock: Clock | None = None,
-                 durability: str = "normal") -> None:
+                 durability: str = "normal", database: str | None = None,
+                 write_wait: float = WRITE_WAIT_SECONDS) -> None:
         """Open (creating if needed) the store in ``data_dir``.
 
         ``clock`` returns epoch milliseconds; tests pass a fake one for ``as_of`` reads.
         ``durability="full"`` fsyncs every write (survives power loss, not only kill -9).
+        ``database`` (a ``postgresql://`` URL) keeps the store on PostgreSQL; the data
+        directory then keeps the server's keys and file bytes only.
+        ``write_wait``: seconds a write waits for other processes' writers (several
+        ``pal serve`` workers, ``pal admin``) before it is refused as busy (503, Retry-After).
 
         Raises:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
-        self._store = open_store(self.data_dir, durability=durability)
+        self._store = open_store(self.data_dir, durability=durability, database=database,
+                                 write_wait=write_wait)
         # Every changeset the store accepts is signed by the server's identity, in the same
         # transaction (docs/provenance.md).
         self.server_keys = ServerKeys(self.data_dir)

@@ -76,6 +76,16 @@ def unavailable(message: str) -> Unavailable:
     return Unavailable(message, code=MEMORY_UNAVAILABLE)
 
 
+def store_busy(waited_seconds: float, retry_after: int = 1) -> Unavailable:
+    """Other writers held the store past the bounded wait (503 memory_unavailable with
+    ``Retry-After``): nothing of this request was written, so sending it again is safe."""
+    return Unavailable(
+        f"the store is busy with other writes (waited {waited_seconds:g} s); nothing was "
+        "written", code=MEMORY_UNAVAILABLE,
+        hint=f"retry after {retry_after} second{'s' if retry_after != 1 else ''}",
+        retry_after=retry_after)
+
+
 # --- vocabulary ----------------------------------------------------------------------------
 PRIVILEGES: Final = ("read", "write", "create", "delete")
 ALL_PRIVILEGES: Final = frozenset(PRIVILEGES)

@@ -42,8 +42,8 @@ def _json(description: str) -> dict[str, object]:
 class Observability:
     """The metrics of one app and the hooks the app calls."""
 
-    def __init__(self) -> None:
-        self.metrics = Metrics()
+    def __init__(self, *, worker: int = 0) -> None:
+        self.metrics = Metrics(worker=worker)
 
     def credential_checked(self, *, cached: bool) -> None:
         """A bearer credential was answered from the cache (or had to go to the store)."""

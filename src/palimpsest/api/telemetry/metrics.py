@@ -10,7 +10,9 @@ never a memory, record or member id. What is counted:
 - answered recalls (recall, named and free queries) and accepted writes by kind, as seen at
   the HTTP edge (MCP tool calls at ``/mcp`` count as requests to ``/mcp`` only);
 - the size of each group commit of concurrent ``remember`` calls;
-- the credential cache: hits answer a request without a trip to the store.
+- the credential cache: hits answer a request without a trip to the store;
+- which worker process answered (``palimpsest_worker_info``, ``0`` for the only one): under
+  ``pal serve --workers N`` each worker counts only the requests it answered.
 
 This module knows nothing of ASGI: :mod:`.middleware` feeds it.
 """
@@ -84,7 +86,7 @@ def write_kind(method: str, route: str) -> str | None:
 class Metrics:
     """Every metric of one app, on its own registry."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, worker: int = 0) -> None:
         # no `_created` twin of every series (a process-wide choice of prometheus-client)
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
@@ -112,6 +114,9 @@ class Metrics:
                                         "(hit) or by the store (miss)", ("result",), registry=r)
         info = Gauge("palimpsest_build_info", "The running version", ("version",), registry=r)
         info.labels(version=_version()).set(1)
+        # pal serve --workers N: each worker process counts only what it answered
+        Gauge("palimpsest_worker_info", "Which worker process of the server answered",
+              ("worker",), registry=r).labels(worker=str(worker)).set(1)
 
     def request(self, method: str, route: str, status: int, seconds: float) -> None:
         """Count one answered request (and what it did, when it succeeded)."""
