@@ -27,7 +27,6 @@ projected, and :meth:`MemoryService.import_git` opens a merge request of the imp
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,13 +298,17 @@ def _promote(core: Core, mem: _Memory, mode: str, member: str, txn: str) -> Wire
         store.insert_memory(Memory(mem.memory_id, mem.name, mem.description, None, False,
                                    PROVIDER_ID, member, now, now))
     store.lock_memory(mem.memory_id)
+    fresh = [cs for cs in mem.changesets if store.changeset(cs.id) is None]
+    # Only bodies of changesets new here: one this server holds already keeps its own state
+    # (a body erased here stays erased when an older export comes in again).
+    named = {d for cs in fresh for op in cs.ops
+             for d in (op.payload_digest, (op.payload or {}).get("body_digest"))
+             if isinstance(d, str)}
+    for digest in sorted(named & set(mem.bodies)):  # verified against their names already
+        if store.body(digest) is None:
+            store.put_body(digest, mem.bodies[digest])
     new = 0
-    for cs in mem.changesets:
-        if store.changeset(cs.id) is not None:
-            continue
-        for digest, data in mem.bodies.items():
-            if hashlib.sha256(data).hexdigest() == digest and store.body(digest) is None:
-                store.put_body(digest, data)
+    for cs in fresh:
         store.insert_changeset(cs)  # this server signs it too
         for sig in mem.signatures.get(cs.id, ()):
             store.add_signature(cs.id, sig)
