@@ -94,7 +94,7 @@ def main() -> None:
     opts = parser.parse_args()
     repo = store.open_repository(opts.store) if opts.store else _small_repo(opts.memories)
     # the handler needs no service: repo tools read only the repository
-    env = ToolEnv(None, None, repo=str(store.git_dir(repo)))  # type: ignore[arg-type]
+    env = ToolEnv(None, None, repo=str(store.git_dir(repo)))
     request = request_at(repo, {})
     matched = recall(repo, request).matched
     repo_memory_recall(env, {})

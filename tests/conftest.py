@@ -3,6 +3,7 @@ and a throwaway PostgreSQL cluster with one fresh database per test that asks fo
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -79,9 +80,77 @@ class Backend:
     data_dir: Path
     database_url: str | None
 
+    def serve_args(self) -> tuple[str, ...]:
+        """The extra ``pal serve`` arguments that choose this store."""
+        return ("--database", self.database_url) if self.database_url else ()
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """Each storage backend in turn: a test that takes this fixture runs once per backend."""
-    url = request.getfixturevalue("postgres_dsn") if request.param == "postgresql" else None
-    return Backend(request.param, tmp_path / "data", url)
+
+# The store backends a test module runs on: a module that exercises the store says
+# ``BACKENDS = BOTH``; every other one runs on the embedded store only (the suite's budget).
+BOTH = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Each test that takes ``backend_name`` (through ``backend`` / ``module_backend``) runs
+    once per backend its module lists in ``BACKENDS`` (default: SQLite only)."""
+    if "backend_name" in metafunc.fixturenames:
+        names = getattr(metafunc.module, "BACKENDS", ("sqlite",))
+        metafunc.parametrize(
+            "backend_name",
+            [pytest.param(n, marks=pytest.mark.postgres) if n == "postgresql" else n
+             for n in names], scope="module")
+
+
+@pytest.fixture(scope="session")
+def pal_template(postgres_cluster: pgcluster.Cluster) -> str:
+    """A database holding the store's schema, copied for every test that uses PostgreSQL
+    (``CREATE DATABASE … TEMPLATE``: cheaper than applying the schema each time)."""
+    import psycopg
+
+    from palimpsest.service.storage.postgres import migrate_schema
+
+    name = f"pal_template_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(postgres_cluster.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    migrate_schema(postgres_cluster.database_dsn(name))
+    return name
+
+
+@contextlib.contextmanager
+def _store_database(cluster: pgcluster.Cluster, template: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield cluster.database_dsn(name)
+    finally:
+        with psycopg.connect(cluster.dsn, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.contextmanager
+def _backend(request: pytest.FixtureRequest, name: str, data_dir: Path) -> Iterator[Backend]:
+    if name == "sqlite":
+        yield Backend(name, data_dir, None)
+        return
+    cluster = request.getfixturevalue("postgres_cluster")
+    with _store_database(cluster, request.getfixturevalue("pal_template")) as url:
+        yield Backend(name, data_dir, url)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, backend_name: str, tmp_path: Path
+            ) -> Iterator[Backend]:
+    """Each storage backend of the module in turn, a fresh store for each test."""
+    with _backend(request, backend_name, tmp_path / "data") as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def module_backend(request: pytest.FixtureRequest, backend_name: str,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """Each storage backend of the module in turn, one store for the module's tests."""
+    with _backend(request, backend_name, tmp_path_factory.mktemp("store") / "data") as made:
+        yield made

@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import math
 from json import encoder as _json_encoder
-from typing import Any
 
 from palimpsest.errors import InvalidInput
 
-JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+    JSONValue = Any  # dict[str, JSONValue] | list[JSONValue] | str | int | bool | None
 
 _MAX_INT_DIGITS = 20  # uint64 has 20 decimal digits; anything longer is refused before int()
 _HTML_ESCAPES = (
@@ -46,9 +49,20 @@ def encode(value: JSONValue) -> bytes:
     """Encode like Go ``json.Marshal``: compact, HTML-safe escapes, raw non-ASCII UTF-8.
 
     Raises:
-        InvalidInput: the value holds a lone surrogate or a non-JSON type.
+        InvalidInput: the value holds a lone surrogate, NaN, an infinity or a non-JSON type.
     """
-    return _finish(_COMPACT.encode(value))
+    try:
+        text = _COMPACT.encode(value)
+    except (ValueError, TypeError) as exc:  # json's own words: NaN, inf, an unknown type
+        raise _refuse(_json_refusal(exc)) from exc
+    return _finish(text)
+
+
+def _json_refusal(exc: Exception) -> str:
+    # Found by fuzzing (service_bodies): NaN from an MCP argument escaped as ValueError.
+    if isinstance(exc, TypeError):
+        return "a value is not a JSON type"
+    return "NaN and infinities are not JSON" if "float" in str(exc) else "a value is circular"
 
 
 def _refuse_type(value: object) -> Any:
@@ -72,16 +86,18 @@ def encode_tree(value: JSONValue) -> bytes:
     """:func:`encode` for a value known to be a tree (no container reachable twice).
 
     Same bytes and errors as :func:`encode`; it only skips the circular-reference bookkeeping,
-    so a circular value would raise ``RecursionError`` here instead of ``ValueError``.
+    so a circular value would raise ``RecursionError`` here instead of ``InvalidInput``.
 
     Raises:
-        InvalidInput: the value holds a lone surrogate.
-        TypeError: a non-JSON type (as ``json`` raises it).
-        ValueError: NaN or an infinity (as ``json`` raises it).
+        InvalidInput: the value holds a lone surrogate, NaN, an infinity or a non-JSON type.
     """
     if _TREE_ENCODER is None or value.__class__ is not dict:
         return encode(value)
-    return _finish("".join(_TREE_ENCODER(value, 0)))
+    try:
+        text = "".join(_TREE_ENCODER(value, 0))
+    except (ValueError, TypeError) as exc:
+        raise _refuse(_json_refusal(exc)) from exc
+    return _finish(text)
 
 
 def encode_no_html(value: JSONValue) -> bytes:
@@ -90,9 +106,12 @@ def encode_no_html(value: JSONValue) -> bytes:
     ``<``, ``>`` and ``&`` stay raw; U+2028/U+2029 are still escaped (memory-git.md §11).
 
     Raises:
-        InvalidInput: the value holds a lone surrogate or a non-JSON type.
+        InvalidInput: the value holds a lone surrogate, NaN, an infinity or a non-JSON type.
     """
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (ValueError, TypeError) as exc:
+        raise _refuse(_json_refusal(exc)) from exc
     try:
         return text.translate(_LINE_SAFE).encode("utf-8")
     except UnicodeEncodeError as exc:

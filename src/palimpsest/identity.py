@@ -285,6 +285,12 @@ def _private_dir(git_dir: Path, *parts: str) -> Path:
     return current
 
 
+def private_dir(git_dir: Path, *parts: str) -> Path:
+    """``<git-dir>/hn[/parts…]``, created owner-only (0700), symlinks refused: where private
+    repository state lives (identities, the MCP install journal)."""
+    return _private_dir(git_dir, *parts)
+
+
 def write_private(path: Path, data: bytes) -> None:
     """Atomically replace ``path`` with ``data`` at mode 0600 (temporary file, fsync, rename)."""
     if path.is_symlink():
@@ -374,6 +380,7 @@ __all__ = [
     "import_document",
     "load_identity",
     "new_identity",
+    "private_dir",
     "read_private",
     "save_identity",
     "verifier",

@@ -102,12 +102,14 @@ class Member:
 
 
 def provision(data_dir: Path, names: Iterable[tuple[str, str]],
-              groups: dict[str, list[str]] | None = None) -> dict[str, Any]:
-    """Create members (``(name, type)``), their credentials and groups in ``data_dir`` before
-    the server starts. Returns ``{"owner": Member, name: Member, "group:<name>": group id}``."""
+              groups: dict[str, list[str]] | None = None, *,
+              database: str | None = None) -> dict[str, Any]:
+    """Create members (``(name, type)``), their credentials and groups in ``data_dir`` (and
+    the PostgreSQL ``database``) before the server starts. Returns ``{"owner": Member, name:
+    Member, "group:<name>": group id}``."""
     data_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}
-    with MemoryService(data_dir) as svc:
+    with MemoryService(data_dir, database=database) as svc:
         made = svc.bootstrap_owner()
         assert made is not None, "provision() needs a fresh data directory"
         owner, secret = made

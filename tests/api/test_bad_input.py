@@ -86,3 +86,15 @@ def test_bad_input_is_refused_and_changes_nothing(owner: httpx.Client, places: d
     response = owner.request(case["method"], path, **kwargs)
     err(response, case["status"], case["code"])
     assert state(owner) == before
+
+
+def test_an_unknown_field_is_named_inertly(owner: httpx.Client, places: dict[str, str]) -> None:
+    # Regression case of the service_bodies fuzz target (control-character-in-unknown-field):
+    # the 422 named the client's raw key, so ESC reached terminals and agents.
+    seed = Path(__file__).resolve().parents[1] / "adversarial" / "fuzz" / "service_bodies"
+    body = (seed / "control-character-in-unknown-field.json").read_bytes()
+    response = owner.post(f"/v1/memories/{places['root']}/recall", content=body,
+                          headers={"content-type": "application/json"})
+    error = err(response, 422, "memory_invalid")
+    text = json.dumps(error, ensure_ascii=False)
+    assert "\x1b" not in text and "filt" in error["message"]

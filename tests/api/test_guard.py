@@ -44,3 +44,13 @@ def test_slow_drip_body_is_cut_off() -> None:
     assert sent[0]["status"] == 408
     assert json.loads(sent[1]["body"])["error"]["code"] == "x.pal.request_timeout"
     assert chunks < 20  # stopped reading at the deadline
+
+
+def test_bearer_token_takes_one_printable_ascii_credential() -> None:
+    from palimpsest.api.guard import bearer_token
+
+    assert bearer_token("Bearer pal_hcred_a_b", 512) == "pal_hcred_a_b"
+    assert bearer_token("bearer   pal_x  ", 512) == "pal_x"
+    for value in ("", "Bearer", "Bearer ", "Basic pal_x", "Bearer caf\xe9", "Bearer a\x00",
+                  "B\xe9arer x", "Bearer " + "a" * 513):
+        assert bearer_token(value, 512) is None, value

@@ -26,11 +26,14 @@ import httpx
 import pytest
 
 from tests.api.server import Server, err, ok, start
+from tests.conftest import BOTH, Backend
+
+BACKENDS = BOTH  # the chapter holds on either store
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = start(tmp_path_factory.mktemp("conformance") / "data")
+def served(module_backend: Backend) -> Iterator[Server]:
+    server = start(module_backend.data_dir, *module_backend.serve_args())
     try:
         yield server
     finally:

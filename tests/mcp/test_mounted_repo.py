@@ -177,3 +177,28 @@ def test_writes_over_http_are_unsupported(mounted: Mounted) -> None:
                           headers={"Authorization": f"Bearer {owner}"}, timeout=60).json()
     doc = {d["id"]: d for d in providers["data"]}["hn-memory"]
     assert doc["recall"]["signals"] == ["text", "filters"] and doc["revise"] is False
+
+
+def test_get_and_list_over_http_and_mcp(mounted: Mounted) -> None:
+    reader = mounted.world.agents["reader"].secret
+    first = _pal_recall(mounted.repo, "acme")[0]
+    auth = {"Authorization": f"Bearer {reader}"}
+    got = httpx.get(f"{mounted.url}/v1/memories/{mounted.memory_id}/records/{first['id']}",
+                    headers=auth, timeout=60)
+    assert got.status_code == 200, got.text
+    assert got.json()["content"] == [{"type": "text", "text": first["data"]["content"]}]
+    listed = httpx.get(f"{mounted.url}/v1/memories/{mounted.memory_id}/records",
+                       params={"limit": 50}, headers=auth, timeout=60)
+    assert listed.status_code == 200, listed.text
+    done = pal(mounted.repo, "recall", "--json")
+    assert [r["id"] for r in listed.json()["data"]] == [
+        m["id"] for m in json.loads(done.stdout)["memories"]]
+
+    async def run() -> None:
+        async with _client(mounted.url, reader) as client:
+            record = _payload(await client.call_tool(
+                "memory_get", {"memory": mounted.memory_id, "record": first["id"]}))
+            assert record["id"] == first["id"]
+            assert record["written_by"]["kind"] == "provider"
+
+    anyio.run(run)

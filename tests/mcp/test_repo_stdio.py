@@ -8,7 +8,6 @@ over HTTP never: tests/mcp/test_http.py.)"""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +20,10 @@ from mcp import Client, StdioServerParameters
 from palimpsest.identity import identity_from_seed
 from tests.hn.recall_helpers import new_repo, pal, remember
 
-from .world import HOSTILE, PAL, World, build_world
+from .world import HOSTILE, PAL, World, build_world, child_env
 
 ALICE = identity_from_seed("Alice Agent", bytes(range(32)))
-REPO_TOOLS = ["repo_memory_recall", "repo_memory_grep", "repo_memory_show"]
+REPO_TOOLS = ["repo_memory_recall", "repo_memory_grep", "repo_memory_show", "repo_memory_prime"]
 
 
 @dataclass
@@ -56,7 +55,7 @@ def _params(setup: Setup) -> StdioServerParameters:
             "--credential-file",
             str(setup.world.agents["reader"].credential_file),
         ],
-        env={"HOME": os.environ["HOME"], "PATH": os.environ.get("PATH", "")},
+        env=child_env(),
         cwd=str(setup.repo / "sub"),  # discovered upwards, like `pal memory`
     )
 
@@ -96,7 +95,7 @@ def test_repo_tools_match_the_cli_byte_for_byte(setup: Setup) -> None:
     async def run() -> None:
         async with Client(_params(setup)) as client:
             names = [tool.name for tool in (await client.list_tools()).tools]
-            assert names[-3:] == REPO_TOOLS
+            assert names[-4:] == REPO_TOOLS  # and no write tool without --allow-repo-writes
             for tool in (await client.list_tools()).tools:
                 if tool.name in REPO_TOOLS:
                     assert tool.annotations is not None

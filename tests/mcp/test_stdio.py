@@ -15,7 +15,17 @@ import pytest
 
 from mcp import Client, StdioServerParameters
 
-from .world import GIT_READ, GIT_WRITE, HOSTILE, PAL, READ_TOOLS, WRITE_TOOLS, World, build_world
+from .world import (
+    GIT_READ,
+    GIT_WRITE,
+    HOSTILE,
+    PAL,
+    READ_TOOLS,
+    WRITE_TOOLS,
+    World,
+    build_world,
+    child_env,
+)
 
 
 @pytest.fixture
@@ -34,7 +44,7 @@ def _params(world: World, agent: str, *extra: str) -> StdioServerParameters:
             str(world.agents[agent].credential_file),
             *extra,
         ],
-        env={"HOME": os.environ["HOME"], "PATH": os.environ.get("PATH", "")},
+        env=child_env(),
         cwd=str(world.data_dir.parent),  # outside any Git repository: no repo-memory tools
     )
 

@@ -145,18 +145,33 @@ def test_git_group_is_offered_only_when_enabled() -> None:
     assert len([t for t in offered(Offers(git=True, writes=True)) if t.group == "git"]) == 12
 
 
-REPO_NAMES = ["repo_memory_recall", "repo_memory_grep", "repo_memory_show"]
+REPO_NAMES = ["repo_memory_recall", "repo_memory_grep", "repo_memory_show", "repo_memory_prime"]
+REPO_WRITES = ["repo_memory_record", "repo_memory_handoff", "repo_memory_supersede",
+               "repo_memory_retract", "repo_memory_challenge"]
 
 
 def test_repo_group_is_read_only_and_offered_only_with_a_repository() -> None:
     assert not [t for t in offered(Offers(writes=True, git=True)) if t.group == "repo"]
     repo = [t for t in offered(Offers(repo=True)) if t.group == "repo"]
     assert [t.name for t in repo] == REPO_NAMES
-    assert [t.name for t in offered(Offers(repo=True, writes=True)) if t.group == "repo"] == (
-        REPO_NAMES
-    )
+    # service write grants never open the repository's write tools: only the flag does
+    assert [t.name for t in offered(Offers(repo=True, writes=True))
+            if t.group.startswith("repo")] == REPO_NAMES
     assert not any(t.writes for t in repo)
     assert find(Offers(), "repo_memory_recall") is None
+    assert find(Offers(repo_writes=True), "repo_memory_record") is None  # no repository
+
+
+def test_repo_write_tools_only_with_the_flag_and_say_what_they_store() -> None:
+    written = [t for t in offered(Offers(repo=True, repo_writes=True)) if t.group == "repo-write"]
+    assert [t.name for t in written] == REPO_WRITES
+    for spec in written:
+        assert spec.writes
+        assert "signed under this repository's active identity" in spec.description
+        assert "untrusted data" in spec.description
+        assert "nothing is read from the environment, the conversation or files" in (
+            spec.description)
+        assert spec.input_schema()["properties"]["request"]["type"] == ["object", "string"]
 
 
 def test_repo_recall_schema_mirrors_recall_request_v0() -> None:

@@ -11,8 +11,8 @@ from palimpsest.errors import Forbidden, NotFound
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.mergeauth import KeyRing
 from palimpsest.service.memorygit.repository import GitService
+from palimpsest.service.storage import open_store
 from palimpsest.service.storage.memorygit import GitStore
-from palimpsest.service.storage.sqlite import SqliteStore
 
 KEY = b"k" * 32
 START_NS = 1_790_000_000 * 1_000_000_000
@@ -44,10 +44,12 @@ class Clock:
         return self.now
 
 
-def make_flow(tmp: Path, ring: KeyRing | None = None) -> tuple[ReviewFlow, GrantTable, Clock]:
+def make_flow(tmp: Path, ring: KeyRing | None = None, *, database: str | None = None
+              ) -> tuple[ReviewFlow, GrantTable, Clock]:
+    """A review flow over a fresh store in ``tmp`` (on PostgreSQL with ``database``)."""
     access = GrantTable()
     clock = Clock()
-    git = GitService(GitStore(SqliteStore(tmp / "data")), access, clock)
+    git = GitService(GitStore(open_store(tmp / "data", database=database)), access, clock)
     return ReviewFlow(git, ring or KeyRing({"k1": KEY})), access, clock
 
 

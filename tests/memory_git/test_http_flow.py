@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.api.server import ok, pal_command, provision, start
+from tests.conftest import BOTH, Backend
 from tests.memory_git import refenvelope as ref
 
 KEY_OLD = "o" * 40
@@ -25,11 +26,15 @@ KEY_NEW = "n" * 40
 ENV = {"PAL_MERGE_HMAC_KEYS": f"new={KEY_NEW},old={KEY_OLD}"}
 
 
+BACKENDS = BOTH  # the review flow's refs, nonces and keys live in the store
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    data_dir: Path = tmp_path_factory.mktemp("mgit") / "data"
-    members = provision(data_dir, (("alice", "human"), ("bob", "agent")))
-    server = start(data_dir, env=ENV)
+def world(module_backend: Backend) -> Iterator[dict[str, Any]]:
+    data_dir: Path = module_backend.data_dir
+    members = provision(data_dir, (("alice", "human"), ("bob", "agent")),
+                        database=module_backend.database_url)
+    server = start(data_dir, *module_backend.serve_args(), env=ENV)
     try:
         alice = server.client(members["alice"].token)
         bob = server.client(members["bob"].token)

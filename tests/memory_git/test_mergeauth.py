@@ -153,6 +153,9 @@ def test_ttl_over_fifteen_minutes_is_refused_even_when_signed() -> None:
     {"proposal_digest": "AB" * 32},
     {"merger_principal": ""},
     {"issued_at": "2026-11-29 12:00:00Z"},
+    # full-width digits: Go reads ASCII only (merge_auth fuzz target, fullwidth-digits-in-issued-at)
+    {"issued_at": "\uff12\uff10\uff12\uff16-11-29T12:00:00Z"},
+    {"expires_at": "2026-11-29T12:0\u0665:00Z"},
     {"expires_at": "2026-11-29T11:00:00Z"},
 ])
 def test_malformed_signed_envelopes_are_refused(over: dict[str, str]) -> None:

@@ -3,26 +3,31 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from palimpsest.errors import Conflict, Forbidden, InvalidInput, NotFound
 from palimpsest.service.memorygit.flow import ReviewFlow
+from tests.conftest import BOTH, Backend
 from tests.memory_git.helpers import GrantTable, add, commit_body, make_flow
 
 P = "hmem_proj"
 ALICE, BOB, CAROL = "member:alice", "member:bob", "member:carol"
 
 
+BACKENDS = BOTH  # refs, CAS, nonces and idempotency keys are the store's
+
+
 @pytest.fixture
-def env(tmp_path: Path) -> tuple[ReviewFlow, GrantTable]:
-    flow, access, _ = make_flow(tmp_path)
+def env(backend: Backend) -> Iterator[tuple[ReviewFlow, GrantTable]]:
+    flow, access, _ = make_flow(backend.data_dir.parent, database=backend.database_url)
     for who in (ALICE, BOB, CAROL):
         access.allow(who, P, "read", "write")
     flow.git.init(ALICE, P)
-    return flow, access
+    yield flow, access
+    flow.git.store.store.close()
 
 
 def branch(flow: ReviewFlow, who: str, name: str) -> str:

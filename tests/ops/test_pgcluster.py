@@ -17,9 +17,10 @@ import psycopg
 import pytest
 
 from tests import pgcluster
-from tests.conftest import REPO_ROOT, Backend
+from tests.conftest import BOTH, REPO_ROOT, Backend
 
 pytestmark = pytest.mark.postgres
+BACKENDS = BOTH
 
 
 def _uid_of(pid: int) -> int:

@@ -1,14 +1,15 @@
-"""Fixtures: a real MemoryService over SQLite in a temporary directory, a fake clock."""
+"""Fixtures: a real MemoryService in a temporary directory — over SQLite, or over PostgreSQL
+too in a module that says ``BACKENDS = BOTH`` (tests/conftest.py) — and a fake clock."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import Backend
 
 
 class FakeClock:
@@ -30,8 +31,8 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def svc(tmp_path: Path, clock: FakeClock) -> Iterator[MemoryService]:
-    service = MemoryService(tmp_path / "data", clock=clock)
+def svc(backend: Backend, clock: FakeClock) -> Iterator[MemoryService]:
+    service = MemoryService(backend.data_dir, clock=clock, database=backend.database_url)
     yield service
     service.close()
 

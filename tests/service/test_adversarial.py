@@ -10,6 +10,9 @@ import pytest
 from palimpsest.errors import InvalidInput
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 CORPUS = Path(__file__).resolve().parents[1] / "adversarial" / "service"
 RECORDS = json.loads((CORPUS / "records_fail.json").read_text("utf-8"))
@@ -34,3 +37,26 @@ def test_hostile_recall_body_refused(svc: MemoryService, owner: Caller, case: st
     with pytest.raises(InvalidInput) as exc:
         svc.recall(owner, mid, RECALLS[case])
     assert exc.value.code == "memory_invalid"
+
+
+# Regression cases of the service_bodies fuzz target: NaN and infinities reach the service
+# through the MCP SDK's JSON parser (pydantic_core), which accepts them.
+FUZZ = Path(__file__).resolve().parents[1] / "adversarial" / "fuzz" / "service_bodies"
+
+
+@pytest.mark.parametrize("name", ["nan-filter-value.json", "infinity-in-filter-list.json",
+                                  "nan-attribute.json"])
+def test_non_finite_numbers_are_refused_by_name(svc: MemoryService, owner: Caller,
+                                                name: str) -> None:
+    import pydantic_core
+
+    body = pydantic_core.from_json((FUZZ / name).read_bytes())
+    mid = svc.create_memory(owner, {"name": "target"})["id"]
+    svc.remember(owner, mid, {"content": "a fact"})
+    with pytest.raises(InvalidInput) as exc:
+        if "filters" in body:
+            svc.recall(owner, mid, body)
+        else:
+            svc.remember(owner, mid, body)
+    assert exc.value.code == "memory_invalid"
+    assert len(svc.list_records(owner, mid, include="all")["data"]) == 1

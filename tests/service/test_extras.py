@@ -10,7 +10,11 @@ from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
 from palimpsest.service.ops.prime import FENCE
 from palimpsest.service.providers import SERVED_SIGNALS
+from tests.conftest import BOTH
 from tests.service.conftest import member
+from tests.stored import grep_data_dir
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 @pytest.fixture
@@ -166,8 +170,8 @@ def test_credentials(svc: MemoryService) -> None:
         with pytest.raises(Forbidden) as exc:
             svc.authenticate(bad)
         assert exc.value.code == "invalid_credential"
-    stored = svc._store.data_dir / "palimpsest.db"
-    assert secret.encode() not in stored.read_bytes()
+    assert grep_data_dir(svc._store.data_dir, secret,
+                         database=getattr(svc._store, "url", None)) == []
 
 
 def test_capability_document_is_truthful(svc: MemoryService, owner: Caller, mem: str) -> None:

@@ -18,7 +18,10 @@ from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import SHARED_MAIN, Caller
 from palimpsest.service.ops import records
+from tests.conftest import BOTH
 from tests.service.conftest import member
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 def _chain(svc: MemoryService, memory_id: str) -> list[dict[str, Any]]:
@@ -137,7 +140,7 @@ def test_outcomes_are_durable_when_returned(tmp_path: Path, svc: MemoryService,
     outcomes = svc.remember_many(
         [RememberCall(owner, mid, {"content": f"d{i}"}, f"d{i}") for i in range(5)])
     # Another connection (as another process would) sees every acknowledged write at once.
-    with MemoryService(tmp_path / "data") as other:
+    with MemoryService(tmp_path / "data", database=getattr(svc._store, "url", None)) as other:
         seen = _records(other, other.caller(owner.member.id), mid)
     assert {o["id"] for o in outcomes if isinstance(o, dict)} == set(seen)
     assert len(seen) == 5

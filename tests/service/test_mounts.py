@@ -6,13 +6,14 @@ reached only through the server's grants and cutoffs."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pygit2
 import pytest
 
-from palimpsest.errors import Forbidden, InvalidInput, NotFound
+from palimpsest.errors import Forbidden, InvalidInput, NotFound, Unavailable
 from palimpsest.hn.recall.request import normalize_request
 from palimpsest.hn.recall.run import recall as hn_recall
 from palimpsest.service import MemoryService
@@ -312,6 +313,9 @@ def test_only_an_empty_memory_is_mounted_once(svc: MemoryService, owner: Caller,
     with pytest.raises(InvalidInput) as twice:
         svc.mount_repository(mid, tmp_path / "repo")
     assert "already reads" in twice.value.message
+    # a mount is no projection: the history re-derives to what is stored
+    report = svc.rebuild()
+    assert report["equal"] is True and report["written"] is False
     # deleting the memory unmounts it; the repository is left as it was
     refs = {r: str(pygit2.Repository(str(tmp_path / "repo")).references[r].target)
             for r in pygit2.Repository(str(tmp_path / "repo")).references}
@@ -337,3 +341,76 @@ def test_provenance_of_a_repository_memory_is_its_own_signature(
                        "memory": want["id"], "stream": want["stream"], "actor": want["actor"],
                        "signature": "valid", "contentDigest": want["contentDigest"],
                        "verify": f"pal memory show {want['id']} --json, in the repository"}
+
+
+def test_list_get_and_history_read_the_repository(svc: MemoryService, owner: Caller,
+                                                  tmp_path: Path) -> None:
+    repo, team, mid = _mounted(svc, owner, tmp_path)
+    served = _hn(repo, max_records=200)
+    listed = svc.list_records(owner, mid, limit=1)
+    assert [r["id"] for r in listed["data"]] == [served[0]["id"]] and listed["next"]
+    rest = svc.list_records(owner, mid, limit=1, cursor=listed["next"])
+    assert [r["id"] for r in rest["data"]] == [m["id"] for m in served[1:]]
+    assert rest["next"] is None and rest["parent"]["id"] == team
+    # the repository's cursor binds its list (hn-memory §16.8): another limit, or a made-up
+    # cursor, is refused rather than answered from the wrong place
+    for cursor, limit in ((listed["next"], 50), ("12", 1)):
+        with pytest.raises(InvalidInput) as bad:
+            svc.list_records(owner, mid, limit=limit, cursor=cursor)
+        assert bad.value.code == "memory_invalid"
+    assert svc.list_records(owner, mid, type="fact")["data"] == []
+    # counts are what it serves by default (Alice's two; Bob is untrusted)
+    assert svc.get_memory(owner, mid)["records"] == {"count": len(served)} and len(served) == 2
+    kids = svc.list_records(owner, team)["children"]
+    assert kids == [{"id": mid, "name": "Repo", "description": "", "records": {"count": 2}}]
+    # one record by id — also Bob's, whose trust class it states
+    bob = _hn(repo, trust=["actor-untrusted"])[0]
+    got = svc.get_record(owner, mid, bob["id"])
+    assert got["attributes"]["trust"] == "actor-untrusted" and got["id"] == bob["id"]
+    assert svc.record_history(owner, mid, bob["id"])["data"] == [got]
+    for missing in ("sha256:" + "0" * 64, "hrec_notarepositorymemory"):
+        with pytest.raises(NotFound) as gone:
+            svc.get_record(owner, mid, missing)
+        assert gone.value.code == "memory_record_not_found"
+    with pytest.raises(InvalidInput) as timed:
+        svc.get_record(owner, mid, bob["id"], as_of="2026-01-01T00:00:00Z")
+    assert timed.value.code == "memory_unsupported"
+    # a service record id is not found through the mounted memory, nor the other way round
+    stored = svc.list_records(owner, team)["data"][0]["id"]
+    with pytest.raises(NotFound):
+        svc.get_record(owner, mid, stored)
+    with pytest.raises(NotFound):
+        svc.get_record(owner, team, bob["id"])
+    # a stranger learns nothing through these routes either
+    stranger = member(svc, "stranger")
+    for read in (lambda: svc.list_records(stranger, mid),
+                 lambda: svc.get_record(stranger, mid, bob["id"])):
+        with pytest.raises(NotFound) as unseen:
+            read()
+        assert unseen.value.code == "memory_not_found"
+
+
+def test_a_forged_stream_makes_reads_unavailable(svc: MemoryService, owner: Caller,
+                                                  tmp_path: Path) -> None:
+    repo, _, mid = _mounted(svc, owner, tmp_path)
+    rid = _hn(repo)[0]["id"]
+    _forge(repo, json.loads((CORPUS / "tampers.json").read_text())["signature-bit-flipped"])
+    for read in (lambda: svc.list_records(owner, mid), lambda: svc.get_record(owner, mid, rid)):
+        with pytest.raises(Unavailable) as down:
+            read()
+        assert down.value.code == "memory_unavailable" and "signature" in down.value.message
+
+
+def test_a_vanished_repository_is_said_without_its_path(svc: MemoryService, owner: Caller,
+                                                         tmp_path: Path) -> None:
+    _, team, mid = _mounted(svc, owner, tmp_path)
+    shutil.rmtree(tmp_path / "repo")
+    answer = svc.recall(owner, team, {"text": "streams", "limit": 50})
+    assert _ids(answer, mid) == [] and [r["memory"]["name"] for r in answer["results"]] == [
+        "Team"]
+    assert answer["degraded"] == [f"repository:{mid}:not-a-repository"]
+    with pytest.raises(Unavailable) as down:
+        svc.list_records(owner, mid)
+    assert down.value.code == "memory_unavailable"
+    assert str(tmp_path) not in down.value.message and str(tmp_path) not in json.dumps(answer)
+    assert svc.get_memory(owner, mid)["records"]["count"] == 0  # it serves nothing now

@@ -9,6 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from palimpsest.service import MemoryService
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 WORDS = st.sampled_from(["acme", "renewal", "march", "email", "bob", "invoice", "late"])
 OPS = st.lists(st.one_of(

@@ -7,7 +7,10 @@ import pytest
 from palimpsest.errors import InvalidInput, NotFound
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
 from tests.service.conftest import member
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 @pytest.fixture

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 def _texts(out: dict[str, object]) -> list[str]:

@@ -7,7 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
 from tests.service.conftest import FakeClock
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 def _texts(out: dict[str, object]) -> list[str]:

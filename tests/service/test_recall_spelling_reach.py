@@ -8,8 +8,11 @@ import pytest
 from palimpsest.search import spelling
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
 
 from .conftest import member
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 def _texts(out: dict[str, object]) -> list[str]:

@@ -7,8 +7,11 @@ import pytest
 from palimpsest.errors import Conflict, InvalidInput, NotFound
 from palimpsest.service import MemoryService
 from palimpsest.service.model import Caller
+from tests.conftest import BOTH
 from tests.service.conftest import FakeClock, member
 from tests.stored import grep_data_dir
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 @pytest.fixture
@@ -79,7 +82,8 @@ def test_erase_removes_bytes_and_reports_unreachable(svc: MemoryService, owner: 
     svc.revise(owner, mem, rec["id"], {"content": secret + " two"})
     other = svc.create_memory(owner, {"name": "o"})["id"]
     elsewhere = svc.remember(owner, other, {"content": "x"})
-    assert grep_data_dir(svc._store.data_dir, "swordfish")  # written where erase must look
+    url = getattr(svc._store, "url", None)  # the PostgreSQL database, if that is the store
+    assert grep_data_dir(svc._store.data_dir, "swordfish", database=url)  # where erase looks
     out = svc.erase(owner, mem, {"record_ids": [rec["id"], elsewhere["id"], "hrec_unknown"]})
     assert out == {"object": "memory.erasure", "erased": [rec["id"]],
                    "unreachable": [elsewhere["id"], "hrec_unknown"]}
@@ -87,7 +91,7 @@ def test_erase_removes_bytes_and_reports_unreachable(svc: MemoryService, owner: 
         svc.get_record(owner, mem, rec["id"])
     assert svc.recall(owner, mem, {"text": "swordfish"})["results"] == []
     svc.close()
-    assert grep_data_dir(svc._store.data_dir, "swordfish") == []
+    assert grep_data_dir(svc._store.data_dir, "swordfish", database=url) == []
 
 
 def test_erase_is_for_delete_holders(svc: MemoryService, owner: Caller, mem: str) -> None:

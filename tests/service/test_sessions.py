@@ -5,7 +5,6 @@ service over the same data directory, and the store never holds what signs anyon
 from __future__ import annotations
 
 import hashlib
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,11 @@ from palimpsest.errors import Forbidden
 from palimpsest.service import MemoryService
 from palimpsest.service import sessions as session_rules
 from palimpsest.service.model import Caller, Session
+from tests.conftest import BOTH
 from tests.service.conftest import FakeClock
+from tests.stored import grep_data_dir
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 IDLE, MAX = 60.0, 300.0
 
@@ -25,12 +28,9 @@ def _credential(svc: MemoryService, name: str = "alice") -> tuple[Caller, str]:
     return svc.caller(member.id), secret
 
 
-def _rows(data: Path) -> list[tuple[object, ...]]:
-    db = sqlite3.connect(data / "palimpsest.db")
-    try:
-        return list(db.execute("SELECT * FROM sessions"))
-    finally:
-        db.close()
+def _rows(svc: MemoryService) -> list[tuple[object, ...]]:
+    """The stored session rows, read past the service (on its store's own connection)."""
+    return [tuple(r) for r in svc._store._db.execute("SELECT * FROM sessions").fetchall()]
 
 
 def test_sessions_expire_when_idle_and_at_their_age_limit(svc: MemoryService, clock: FakeClock,
@@ -45,7 +45,7 @@ def test_sessions_expire_when_idle_and_at_their_age_limit(svc: MemoryService, cl
     clock.tick(51_000)  # ... until the age limit, whatever the activity
     assert svc.resume_session(sid, idle_seconds=IDLE) is None
     # an ended session is forgotten, not kept
-    assert [r for r in _rows(tmp_path / "data") if r[0] == session.key] == []
+    assert [r for r in _rows(svc) if r[0] == session.key] == []
     sid, _, _ = svc.open_session(secret, idle_seconds=IDLE, max_seconds=MAX)
     clock.tick(59_999)
     assert svc.resume_session(sid, idle_seconds=IDLE) is not None
@@ -83,7 +83,7 @@ def test_a_wrong_credential_opens_nothing(svc: MemoryService, tmp_path: Path) ->
         with pytest.raises(Forbidden) as refused:
             svc.open_session(bad, idle_seconds=IDLE, max_seconds=MAX)
         assert refused.value.code == "invalid_credential"
-    assert _rows(tmp_path / "data") == []
+    assert _rows(svc) == []
 
 
 def test_revoking_the_credential_ends_its_sessions_and_only_those(svc: MemoryService) -> None:
@@ -116,18 +116,15 @@ def test_a_member_keeps_a_bounded_number_of_sessions(svc: MemoryService, clock: 
 
 def test_the_store_holds_no_session_id_and_no_credential_secret(svc: MemoryService,
                                                                tmp_path: Path) -> None:
-    """Every byte of the embedded store's data directory (a server database needs the same
-    check over its own dump)."""
+    """Every byte of the data directory and of the store's database files."""
     _, secret = _credential(svc)
     sid, session, _ = svc.open_session(secret, idle_seconds=IDLE, max_seconds=MAX)
-    [row] = _rows(tmp_path / "data")
+    [row] = _rows(svc)
     assert row[0] == session.key == hashlib.sha256(sid.encode()).hexdigest()
+    url = getattr(svc._store, "url", None)
     svc.close()
-    for path in (tmp_path / "data").iterdir():
-        if path.is_file():
-            blob = path.read_bytes()
-            assert sid.encode() not in blob and secret.encode() not in blob, path.name
-            assert secret.split("_", 3)[3].encode() not in blob, path.name  # its random part
+    assert grep_data_dir(tmp_path / "data", sid, secret, secret.split("_", 3)[3],
+                         database=url) == []
 
 
 def test_a_session_survives_a_restart_and_is_shared_by_every_service(tmp_path: Path) -> None:

@@ -18,6 +18,9 @@ from palimpsest.errors import Conflict, Unavailable
 from palimpsest.service import MemoryService, history
 from palimpsest.service.model import Caller, Changeset, Op
 from palimpsest.service.storage.pack import pack, unpack
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # the store is what these tests exercise
 
 
 def snapshot(svc: MemoryService, caller: Caller, mid: str) -> object:
@@ -48,13 +51,12 @@ def test_rebuild_reproduces_every_projection(svc: MemoryService, owner: Caller) 
 def test_tampered_changeset_is_refused_on_read(svc: MemoryService, owner: Caller) -> None:
     mid = svc.create_memory(owner, {"name": "m"})["id"]
     svc.remember(owner, mid, {"content": "original"})
-    svc.close()
-    db = sqlite3.connect(svc._store.data_dir / "palimpsest.db")
-    doc = unpack(db.execute("SELECT doc FROM changesets").fetchone()[0])
+    db = svc._store._db  # past the service, on the store's own connection (autocommit)
+    doc = unpack(bytes(db.execute("SELECT doc FROM changesets").fetchone()[0]))
     db.execute("UPDATE changesets SET doc=?", (pack(doc.replace(b'"remember"', b'"forged!!"')),))
-    db.commit()
-    db.close()
-    again = MemoryService(svc._store.data_dir)
+    url = getattr(svc._store, "url", None)
+    svc.close()
+    again = MemoryService(svc._store.data_dir, database=url)
     try:
         with pytest.raises(Unavailable) as exc:
             again.list_changesets(owner, mid)
@@ -210,12 +212,18 @@ def test_a_failing_store_reports_unavailable_and_keeps_nothing(svc: MemoryServic
                                                                owner: Caller) -> None:
     mid = svc.create_memory(owner, {"name": "m"})["id"]
     # A trigger makes the projection insert fail inside the write, as a full disk would.
-    svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON records "
-                           "BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    server = hasattr(svc._store, "url")  # PostgreSQL: a trigger runs a function
+    svc._store._db.execute(
+        "CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS "
+        "'BEGIN RAISE EXCEPTION ''disk full''; END'" if server else
+        "CREATE TRIGGER boom BEFORE INSERT ON records BEGIN SELECT RAISE(ABORT, 'disk full'); END")
+    if server:
+        svc._store._db.execute("CREATE TRIGGER boom BEFORE INSERT ON records FOR EACH ROW "
+                               "EXECUTE FUNCTION boom()")
     with pytest.raises(Unavailable) as exc:
         svc.remember(owner, mid, {"content": "lost?"})
     assert exc.value.code == "memory_unavailable"
-    svc._store._db.execute("DROP TRIGGER boom")
+    svc._store._db.execute("DROP TRIGGER boom ON records" if server else "DROP TRIGGER boom")
     assert svc.list_changesets(owner, mid)["data"] == []
     assert svc.list_records(owner, mid)["data"] == []
     assert svc.remember(owner, mid, {"content": "after"})["version"] == 1

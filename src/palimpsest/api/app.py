@@ -14,7 +14,8 @@ runs before any route; errors of every kind leave as the shared envelope (:mod:`
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+import re
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from palimpsest.api import (
     apidocs,
@@ -33,6 +35,7 @@ from palimpsest.api import (
     routes_ops,
     routes_provenance,
     routes_records,
+    validation,
 )
 from palimpsest.api.fastpath import remember_fast_path
 from palimpsest.api.guard import Guard, GuardConfig
@@ -43,6 +46,7 @@ from palimpsest.api.telemetry import Observability
 from palimpsest.errors import PalError
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import Caller
+from palimpsest.text import safe_line
 from palimpsest.ui import create_desk
 
 
@@ -126,10 +130,14 @@ def _install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404:
             return error_response(errors.ApiError("x.pal.route_not_found", "no such route"), path)
         if exc.status_code == 405:
-            return error_response(
-                errors.ApiError("x.pal.method_not_allowed", "this route does not take that method"),
-                path,
-            )
+            allowed = _allowed_methods(request)
+            response = error_response(errors.ApiError(
+                "x.pal.method_not_allowed",
+                f"this route does not take {safe_line(request.method)[:20]}; it takes "
+                f"{', '.join(allowed)}"
+                if allowed else "this route does not take that method"), path)
+            response.headers["allow"] = ", ".join(allowed)
+            return response
         if exc.status_code == 413:
             return error_response(
                 errors.ApiError("x.pal.request_too_large", "request too large"), path
@@ -146,21 +154,28 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, server_error)
 
 
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route takes at this path (RFC 9110: a 405 carries ``Allow``); the
+    router asks only the first route that matched, which knows its own methods only."""
+    path = request.url.path
+    return sorted({m for regex, methods in _route_table(request.app.router.routes)
+                   if regex.match(path) for m in methods})
+
+
+def _route_table(routes: Iterable[Any]) -> Iterator[tuple[re.Pattern[str], set[str]]]:
+    for route in routes:
+        # FastAPI keeps an included router's routes behind one entry, as route contexts
+        contexts = getattr(route, "effective_route_contexts", None)
+        if callable(contexts):
+            for context in contexts():
+                yield context.path_regex, set(context.methods or ())
+        elif isinstance(route, Route) and route.methods:
+            yield route.path_regex, set(route.methods)
+
+
 def _validation_error(exc: RequestValidationError) -> errors.ApiError:
-    problems = list(exc.errors())
-    if not problems:
-        return errors.ApiError("memory_invalid", "the request is malformed")
-    first = problems[0]
-    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
-    param = ".".join(loc) or None
-    where = f" at {param}" if param else ""
-    # Only pydantic's message (which names the rule), never the offending input.
-    message = f"{first.get('msg', 'invalid value')}{where}"
-    detail = [
-        {"param": ".".join(str(p) for p in e.get("loc", ())), "message": e.get("msg", "")}
-        for e in problems[:20]
-    ]
-    return errors.ApiError("memory_invalid", message, param=param, detail=detail)
+    # In the project's words, with the client's field path (api/validation.py).
+    return validation.shape(list(exc.errors()))
 
 
 _ERROR_STATUSES = ("401", "403", "404", "409", "413", "415", "421", "422", "503")

@@ -128,6 +128,9 @@ class Guard:
         cap = (limits.form_body_bytes if desk else
                limits.file_body_bytes if is_file else limits.json_body_bytes)
         body_or_error = await self._body(headers, receive, cap)
+        if is_file and isinstance(body_or_error, ApiError) \
+                and body_or_error.code == "x.pal.request_too_large":
+            body_or_error = _too_large_upload(cap)
         if isinstance(body_or_error, ApiError):
             await send_error(body_or_error, send, path)
             return
@@ -168,16 +171,9 @@ class Guard:
         return None
 
     async def _principal(self, headers: dict[str, str]) -> Any:
-        value = headers.get("authorization", "")
-        scheme, _, token = value.partition(" ")
-        token = token.strip()
-        if (
-            not hmac.compare_digest(scheme.lower().encode(), b"bearer")
-            or not token
-            or len(token) > self.config.limits.header_token_chars
-            or not token.isascii()
-            or not token.isprintable()
-        ):
+        token = bearer_token(headers.get("authorization", ""),
+                             self.config.limits.header_token_chars)
+        if token is None:
             return ApiError(
                 "invalid_credential",
                 "a bearer credential is required: send 'Authorization: Bearer <credential>'",
@@ -186,6 +182,23 @@ class Guard:
             return await self.authenticate(token)
         except PalError:
             return ApiError("invalid_credential", "the credential is unknown or revoked")
+
+
+def bearer_token(value: str, max_chars: int) -> str | None:
+    """The credential of an ``Authorization: Bearer <credential>`` header value (as the guard
+    decodes headers: latin-1), or ``None`` when the header is missing or malformed. Only the
+    scheme is compared here; the credential is compared in constant time by the service."""
+    scheme, _, token = value.partition(" ")
+    token = token.strip()
+    if (
+        not hmac.compare_digest(scheme.lower().encode(), b"bearer")
+        or not token
+        or len(token) > max_chars
+        or not token.isascii()
+        or not token.isprintable()
+    ):
+        return None
+    return token
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -203,6 +216,17 @@ def _host_name(host: str) -> str:
         end = host.find("]")
         return host[: end + 1] if end > 0 else host
     return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _too_large_upload(cap: int) -> ApiError:
+    """The 413 of ``POST /v1/files``, which cannot send the client to itself."""
+    return ApiError(
+        "x.pal.request_too_large",
+        f"the file is larger than {cap} bytes ({cap / (1 << 20):g} MiB), the most one upload "
+        "takes; split it into smaller files and upload each, or keep it elsewhere and name "
+        "it in a record's references",
+        detail={"limit_bytes": cap},
+    )
 
 
 async def _read_body(headers: dict[str, str], receive: Receive, cap: int) -> bytes | ApiError:
@@ -282,4 +306,4 @@ async def send_error(error: ApiError, send: Send, path: str = "") -> None:
 
 
 __all__ = ["LOOPBACK_HOSTS", "PRINCIPAL_KEY", "PUBLIC_PATHS", "FastPath", "Guard", "GuardConfig",
-           "Limits", "send_error"]
+           "Limits", "bearer_token", "send_error"]

@@ -30,9 +30,15 @@ from palimpsest.text import safe_text
 Wire = dict[str, Any]
 
 
+def _database(ctx: click.Context) -> str | None:
+    url: str | None = options.value(ctx, "database")
+    return url or None
+
+
 def _store_dir(ctx: click.Context) -> Path:
     directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
-    if not holds_store(directory) and not options.value(ctx, "create"):
+    if _database(ctx) is None and not holds_store(directory) and not options.value(ctx,
+                                                                                    "create"):
         raise NotFound(f"{directory} holds no memory store", code="no-store",
                        hint="pass the data directory `pal serve` printed at start (--data-dir "
                        "or $PAL_DATA_DIR), or add --create to start a new store there")
@@ -41,7 +47,7 @@ def _store_dir(ctx: click.Context) -> Path:
 
 @contextmanager
 def _service(ctx: click.Context) -> Iterator[Any]:
-    svc = MemoryService(_store_dir(ctx))
+    svc = MemoryService(_store_dir(ctx), database=_database(ctx))
     try:
         yield svc
     finally:
@@ -62,6 +68,9 @@ def _emit(ctx: click.Context, value: Wire | list[Wire], human: Callable[[], list
                 "~/.local/share/palimpsest/service).")
 @options.shared("--create", "create", is_flag=True,
                 help="Create a new, empty store when the directory holds none.")
+@options.shared("--database", "database", default=None, envvar="PAL_DATABASE_URL",
+                help="postgresql:// URL of the store ($PAL_DATABASE_URL), as pal serve "
+                "--database; the data directory keeps keys and file bytes.")
 def command() -> None:
     """Manage members, groups, credentials and grants of the memory service."""
 
@@ -320,6 +329,30 @@ def migrate(ctx: click.Context) -> None:
     directory: Path = (options.value(ctx, "data_dir") or default_data_dir()).expanduser()
     report = run(directory)
     _emit(ctx, report, lambda: [f"{key}: {value}" for key, value in report.items()])
+
+
+@command.command("migrate-schema")
+@click.pass_context
+def migrate_schema(ctx: click.Context) -> None:
+    """Bring the PostgreSQL database of --database ($PAL_DATABASE_URL) to this version's
+    schema (each missing step in its own transaction; safe while another process runs it)."""
+    from palimpsest.service.storage import (  # noqa: PLC0415 — rare command
+        database_name,
+        migrate_database,
+    )
+
+    url = _database(ctx)
+    if url is None:
+        raise InvalidInput("migrate-schema needs the database to migrate", code="no-database",
+                           hint="pass --database postgresql://… or set $PAL_DATABASE_URL "
+                           "(the embedded store migrates itself: pal admin migrate)")
+    found, now = migrate_database(url)
+    applied = list(range(found + 1, now + 1))
+    report = {"database": database_name(url), "found": found, "schema": now,
+              "applied": applied}
+    done = f" (applied {', '.join(str(v) for v in applied)})" if applied \
+        else " (nothing to apply)"
+    _emit(ctx, report, lambda: [f"{report['database']}: schema {now}{done}"])
 
 
 # --- backup and restore (service/backup.py) ---------------------------------------------------

@@ -1,107 +1,50 @@
-"""Entry point of ``pal``: a click group whose subcommands load lazily.
+"""Entry point of ``pal`` (the console script and ``python -m palimpsest.cli.main``).
 
-Start-up time matters (one ``pal memory record`` must finish, process start to exit, well under a
-third of a second), so a command group's module is imported only when that group is invoked:
-``pal memory record`` never imports the HTTP service or the MCP SDK.
-
-Every :class:`~palimpsest.errors.PalError` becomes ``pal: <message>`` on stderr and exit code 1.
-
-``--json`` is an option of ``pal`` itself, shared with every command below it (the rule of
-:mod:`palimpsest.cli.options`): it is accepted anywhere after ``pal``, and so are a group's own
-options (``--data-dir`` of ``pal admin``, ``--url`` of the client commands) after its
-subcommands. The loader applies the rule to each command tree it loads.
+A warm ``pal memory recall`` in one of its plain forms is answered without importing click
+(:mod:`palimpsest.cli.fast`); everything else runs the click group of
+:mod:`palimpsest.cli.app`, whose names (``cli``, ``COMMANDS``, ``fail``) are re-exported here.
+Either way every :class:`~palimpsest.errors.PalError` becomes ``pal: <message>`` on stderr and
+exit code 1.
 """
 
 from __future__ import annotations
 
-import importlib
 import sys
-from typing import Any
 
-import click
-
-from palimpsest.cli import options
-from palimpsest.errors import PalError
-from palimpsest.text import safe_line
-
-# name -> (module[:attribute], help) of a click command or group (the attribute defaults to
-# ``command``); add a line to add a command group.
-COMMANDS: dict[str, tuple[str, str]] = {
-    "id": ("palimpsest.cli.identity_cmd", "Manage the Ed25519 identity that signs memories."),
-    "memory": ("palimpsest.cli.memory_cmd", "Record, correct and read repository memory."),
-    "demo": ("palimpsest.cli.demo_cmd", "Walk through repository memory in a throw-away repo."),
-    "replication": ("palimpsest.cli.replication_cmd", "Select which remote memory sync fetches."),
-    "sync": ("palimpsest.cli.sync_cmd", "Fetch, verify and promote remote memory; publish local."),
-    "serve": ("palimpsest.cli.serve_cmd", "Run the memory service (UHP Memories over HTTP)."),
-    "admin": ("palimpsest.cli.admin_cmd", "Manage members, groups, credentials and grants."),
-    "hermes": ("palimpsest.cli.hermes_cmd", "Connect the Hermes agent to Palimpsest memory."),
-    "mcp": ("palimpsest.cli.mcp_cmd", "Serve the memory tools to an MCP client over stdio."),
-    "export": ("palimpsest.cli.export_cmd",
-               "Write the service's signed history as a Git repository."),
-    "verify": ("palimpsest.cli.verify_cmd",
-               "Check provenance offline: a receipt, or a history exported to Git."),
-    "memory-git": ("palimpsest.cli.memory_git_cmd",
-                   "Reviewed memory on a server: refs, commits, proposals, signed merges."),
-    "memories": ("palimpsest.cli.memories_cmd",
-                 "Memories of a running server: list, create, move, grant."),
-    "records": ("palimpsest.cli.records_cmd:records",
-                "Records of a running server: remember, list, show, revise, forget."),
-    "recall": ("palimpsest.cli.records_cmd:recall",
-               "Ask a running server's memory (and every readable memory below it)."),
-}
-
-
-class LazyGroup(click.Group):
-    """A group that imports each subcommand's module on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        module_name, _, attribute = entry[0].partition(":")
-        command = getattr(importlib.import_module(module_name), attribute or "command", None)
-        if not isinstance(command, click.Command):
-            return None
-        options.spread(command, tuple(p for p in self.params if isinstance(p, options.Shared)))
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = [(name, help_text) for name, (_, help_text) in sorted(COMMANDS.items())]
-        with formatter.section("Commands"):
-            formatter.write_dl(rows)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="palimpsest", prog_name="pal")
-@options.shared("--json", "as_json", is_flag=True,
-                help="Print JSON (accepted anywhere after pal, by every command).")
-def cli() -> None:
-    """Palimpsest: signed, reviewable memory for AI agents."""
-
-
-def fail(message: str) -> None:
-    """Print ``pal: <message>`` (one line, no control bytes) to stderr and exit 1."""
-    click.echo(f"pal: {safe_line(message)}", err=True)
-    sys.exit(1)
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def main(argv: list[str] | None = None) -> Any:
     """Run ``pal``; every failure, usage errors included, exits 1 with one line on stderr."""
-    try:
-        return cli.main(args=argv, prog_name="pal", standalone_mode=False)
-    except PalError as exc:
-        fail(exc.diagnostics())
-    except click.exceptions.Abort:
-        fail("aborted")
-    except click.ClickException as exc:
-        fail(exc.format_message())
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    return None
+    from palimpsest.cli import fast  # noqa: PLC0415
+    from palimpsest.errors import PalError  # noqa: PLC0415
 
+    try:
+        if fast.run(sys.argv[1:] if argv is None else list(argv)):
+            return None
+    except PalError as exc:
+        from palimpsest.text import safe_line  # noqa: PLC0415
+
+        sys.stderr.write(f"pal: {safe_line(exc.diagnostics())}\n")
+        sys.stderr.flush()
+        sys.exit(1)
+    from palimpsest.cli.app import run  # noqa: PLC0415
+
+    return run(argv)
+
+
+def __getattr__(name: str) -> Any:
+    """``cli``, ``COMMANDS``, ``LazyGroup`` and ``fail`` from :mod:`palimpsest.cli.app`."""
+    if name in ("cli", "COMMANDS", "LazyGroup", "fail"):
+        from palimpsest.cli import app  # noqa: PLC0415
+
+        return getattr(app, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["main"]
 
 if __name__ == "__main__":
     main()

@@ -73,6 +73,16 @@ def _read_input(source: str) -> bytes:
     return data
 
 
+def _submit(repo: pygit2.Repository, operation: str, input_path: str, as_json: bool,
+            **context: str) -> None:
+    """``--input``: the strict request document through the path the MCP write tools share."""
+    from palimpsest.hn.submit import submit  # noqa: PLC0415 - the record path only
+
+    if not as_json:
+        raise InvalidInput("--input requires --json", code="invalid-request")
+    _emit(submit(repo, operation, _read_input(input_path), **context), as_json)
+
+
 def _emit(memory: VerifiedMemory, as_json: bool) -> None:
     from palimpsest.hn.show import command_result_human, command_result_json  # noqa: PLC0415
 
@@ -80,6 +90,43 @@ def _emit(memory: VerifiedMemory, as_json: bool) -> None:
         _out_json(command_result_json(memory))
     else:
         click.echo(command_result_human(memory), nl=False)
+
+
+_EVIDENCE_FORMS = ("git:REV (a commit: any revision, or a 40- or 64-hex object ID)",
+                   "event:sha256:HEX64 (an event's ID)",
+                   "memory:ID (a memory's ID, or 8+ hex digits of it, as show takes)")
+_EVIDENCE_HELP = "Evidence (repeatable): " + "; ".join(_EVIDENCE_FORMS) + "."
+
+
+def _evidence(repo: pygit2.Repository, values: tuple[str, ...]) -> tuple[str, ...]:
+    """Typed evidence IDs from what a person types: a revision for git:, a prefix for memory:
+    (resolved as show resolves them), an event's full ID; anything else is refused with the
+    forms that are accepted."""
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.ids import EVIDENCE  # noqa: PLC0415
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
+    from palimpsest.text import safe_line  # noqa: PLC0415
+
+    out: list[str] = []
+    memories = None
+    for value in values:
+        kind, sep, rest = value.partition(":")
+        if EVIDENCE.fullmatch(value):
+            out.append(value)
+        elif sep and rest and kind == "git":
+            out.append("git:" + store.resolve_commit(repo, rest))
+        elif sep and rest and kind == "memory":
+            memories = memories if memories is not None else store.collect(repo)
+            try:
+                out.append("memory:" + find_memory(memories, rest).memory_id)
+            except InvalidInput as exc:
+                raise InvalidInput(f"--evidence: {exc.message}", code=exc.code,
+                                   hint="give one of: " + "; ".join(_EVIDENCE_FORMS)) from exc
+        else:
+            raise InvalidInput(
+                f"--evidence {safe_line(value)[:80]!r} is not evidence this tool takes",
+                code="invalid-request", hint="give one of: " + "; ".join(_EVIDENCE_FORMS))
+    return tuple(out)
 
 
 def _record_options(func: F) -> F:
@@ -90,7 +137,7 @@ def _record_options(func: F) -> F:
         ),
         click.option("--content", help="The record text (or give it as the one argument)."),
         click.option("--topic", "topics", multiple=True, help="Topic label (repeatable)."),
-        click.option("--evidence", "evidence", multiple=True, help="git:, event: or memory: ID."),
+        click.option("--evidence", "evidence", multiple=True, help=_EVIDENCE_HELP),
         click.option("--path", "paths", multiple=True, help="Anchor a repository path."),
         click.option("--blob", "blobs", multiple=True, help="Blob ID or 'absent', per --path."),
         click.option("--subject", help="Typed subject ID (issue:, proposal:, event:, …)."),
@@ -137,7 +184,7 @@ def _flag_record(
         anchor=anchor,
         applies=o["applies"],
         topics=o["topics"],
-        evidence=o["evidence"],
+        evidence=_evidence(repo, o["evidence"]),
         outcome=o["outcome"],
         handoff=handoff,
     )
@@ -198,29 +245,18 @@ def record_cmd(
     **o: Any,
 ) -> None:
     """Append a record to your memory stream."""
-    from palimpsest.hn.author import (  # noqa: PLC0415 - the record path only
-        append,
-        check_anchor_commit,
-        parse_record_request,
-        with_stream,
-    )
-
     repo, git_dir = _context(ctx)
     if input_path is not None:
         _refuse_flags_with_input(o)
         if kind is not None or text is not None:
             raise InvalidInput("--input cannot be combined with other record flags")
-        if not as_json:
-            raise InvalidInput("--input requires --json", code="invalid-request")
-        request = parse_record_request(_read_input(input_path))
-        identity = _identity(git_dir, None)
-        stream = with_stream(request, identity)
-        check_anchor_commit(repo, request.record.anchor.commit)
-        memory = append(repo, identity, operation="record", stream=stream, record=request.record)
-    else:
-        identity = _identity(git_dir, o["actor"])
-        record = _flag_record(repo, kind, text, o)
-        memory = append(repo, identity, operation="record", stream=o["stream"], record=record)
+        _submit(repo, "record", input_path, as_json)
+        return
+    from palimpsest.hn.author import append  # noqa: PLC0415 - the record path only
+
+    identity = _identity(git_dir, o["actor"])
+    record = _flag_record(repo, kind, text, o)
+    memory = append(repo, identity, operation="record", stream=o["stream"], record=record)
     _emit(memory, as_json)
 
 
@@ -233,16 +269,10 @@ def handoff_cmd(
     ctx: click.Context, /, text: str | None, input_path: str | None, as_json: bool, **o: Any
 ) -> None:
     """Append a handoff record (completed, assumptions, blockers, proposed next actions)."""
-    from palimpsest.hn import store  # noqa: PLC0415
-    from palimpsest.hn.author import (  # noqa: PLC0415 - the record path only
-        append,
-        check_anchor_commit,
-        parse_record_request,
-        with_stream,
-    )
-
     repo, git_dir = _context(ctx)
     if input_path is None:
+        from palimpsest.hn.author import append  # noqa: PLC0415 - the record path only
+
         identity = _identity(git_dir, o["actor"])
         record = _flag_record(repo, "handoff", text, o)
         memory = append(repo, identity, operation="record", stream=o["stream"], record=record)
@@ -251,17 +281,7 @@ def handoff_cmd(
     _refuse_flags_with_input(o, allowed=("at", "applies"))
     if text is not None:
         raise InvalidInput("--input cannot be combined with a content argument")
-    if not as_json:
-        raise InvalidInput("--input requires --json", code="invalid-request")
-    at = store.resolve_commit(repo, o["at"]) if o["at"] else ""
-    request = parse_record_request(
-        _read_input(input_path), handoff_at=at, handoff_applies=o["applies"] or ""
-    )
-    identity = _identity(git_dir, None)
-    stream = with_stream(request, identity)
-    check_anchor_commit(repo, request.record.anchor.commit)
-    memory = append(repo, identity, operation="record", stream=stream, record=request.record)
-    _emit(memory, as_json)
+    _submit(repo, "handoff", input_path, as_json, at=o["at"] or "", applies=o["applies"] or "")
 
 
 @command.command("supersede")
@@ -274,18 +294,30 @@ def handoff_cmd(
     default=None,
 )
 @_record_options
+@click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
 @click.pass_context
 def supersede_cmd(
-    ctx: click.Context, /, target: str, kind: str | None, as_json: bool, **o: Any
+    ctx: click.Context, /, target: str, kind: str | None, input_path: str | None, as_json: bool,
+    **o: Any
 ) -> None:
     """Replace one of your records with a new one (the old one stays readable)."""
     from palimpsest.hn import store  # noqa: PLC0415
     from palimpsest.hn.author import append, check_lifecycle_target  # noqa: PLC0415
 
     repo, git_dir = _context(ctx)
+    if input_path is not None:
+        _refuse_flags_with_input(o)
+        if kind is not None:
+            raise InvalidInput("--input cannot be combined with --kind", code="invalid-request")
+        _submit(repo, "supersede", input_path, as_json, target=target)
+        return
     identity = _identity(git_dir, o["actor"])
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
+
     record = _flag_record(repo, kind, None, o)
-    check_lifecycle_target(store.collect(repo), target, identity.actor, "supersede")
+    memories = store.collect(repo)
+    target = find_memory(memories, target).memory_id  # a prefix, as show takes
+    check_lifecycle_target(memories, target, identity.actor, "supersede")
     memory = append(
         repo, identity, operation="supersede", stream=o["stream"], record=record, target=target
     )
@@ -296,18 +328,35 @@ def _lifecycle(  # noqa: PLR0917 - shared body of two commands
     ctx: click.Context,
     operation: str,
     target: str,
-    reason: str,
+    reason: str | None,
     evidence: tuple[str, ...],
     stream: str,
     as_json: bool,
+    input_path: str | None,
 ) -> None:
     from palimpsest.hn import store  # noqa: PLC0415
     from palimpsest.hn.author import append, check_lifecycle_target  # noqa: PLC0415
+    from palimpsest.hn.show import find_memory  # noqa: PLC0415
     from palimpsest.text import to_lower, trim_space  # noqa: PLC0415
 
     repo, git_dir = _context(ctx)
+    if input_path is not None:
+        used = [name for name, given in (("reason", reason is not None),
+                                         ("evidence", bool(evidence)), ("stream", bool(stream)))
+                if given]
+        if used:
+            raise InvalidInput(f"--input cannot be combined with --{used[0]}",
+                               code="invalid-request")
+        _submit(repo, operation, input_path, as_json, target=target)
+        return
+    if reason is None:
+        raise InvalidInput("--reason is required (or give a request with --input)",
+                           code="invalid-request")
     identity = _identity(git_dir, None)
-    check_lifecycle_target(store.collect(repo), target, identity.actor, operation)
+    memories = store.collect(repo)
+    target = find_memory(memories, target).memory_id  # a prefix, as show takes
+    check_lifecycle_target(memories, target, identity.actor, operation)
+    evidence = _evidence(repo, evidence)
     memory = append(
         repo,
         identity,
@@ -322,32 +371,38 @@ def _lifecycle(  # noqa: PLR0917 - shared body of two commands
 
 @command.command("retract")
 @click.argument("target")
-@click.option("--reason", required=True, help="Reason token, e.g. incorrect.")
+@click.option("--reason", default=None, help="Reason token, e.g. incorrect.")
 @click.option("--stream", default="", help="Stream ID (default: your default stream).")
+@click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
-def retract_cmd(ctx: click.Context, target: str, reason: str, stream: str, as_json: bool) -> None:
+def retract_cmd(  # noqa: PLR0917 - click passes options by name
+    ctx: click.Context, target: str, reason: str | None, stream: str, input_path: str | None,
+    as_json: bool,
+) -> None:
     """Retract one of your records (a new signed fact; nothing is erased)."""
-    _lifecycle(ctx, "retract", target, reason, (), stream, as_json)
+    _lifecycle(ctx, "retract", target, reason, (), stream, as_json, input_path)
 
 
 @command.command("challenge")
 @click.argument("target")
-@click.option("--reason", required=True, help="Reason token, e.g. evidence-mismatch.")
-@click.option("--evidence", multiple=True, help="git:, event: or memory: ID (repeatable).")
+@click.option("--reason", default=None, help="Reason token, e.g. evidence-mismatch.")
+@click.option("--evidence", multiple=True, help=_EVIDENCE_HELP)
 @click.option("--stream", default="", help="Stream ID (default: your default stream).")
+@click.option("--input", "input_path", default=None, help="Strict JSON request file, or -.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def challenge_cmd(  # noqa: PLR0917 - click passes options by name
     ctx: click.Context,
     target: str,
-    reason: str,
+    reason: str | None,
     evidence: tuple[str, ...],
     stream: str,
+    input_path: str | None,
     as_json: bool,
 ) -> None:
     """Dispute another actor's record, optionally with evidence."""
-    _lifecycle(ctx, "challenge", target, reason, evidence, stream, as_json)
+    _lifecycle(ctx, "challenge", target, reason, evidence, stream, as_json, input_path)
 
 
 @command.command("show")
@@ -368,9 +423,10 @@ def show_cmd(ctx: click.Context, memory: str, at: str, as_json: bool) -> None:
         click.echo(show_human(found, result), nl=False)
 
 
-# recall, grep and index, and the policy editor, live in modules of their own; registered here.
+# recall, grep, index, prime and the policy editor live in modules of their own; registered here.
 from palimpsest.cli.policy_cmd import COMMANDS as _POLICY_COMMANDS  # noqa: E402
+from palimpsest.cli.prime_cmd import COMMANDS as _PRIME_COMMANDS  # noqa: E402
 from palimpsest.cli.recall_cmd import COMMANDS as _READ_COMMANDS  # noqa: E402
 
-for _extra_command in (*_READ_COMMANDS, *_POLICY_COMMANDS):
+for _extra_command in (*_READ_COMMANDS, *_PRIME_COMMANDS, *_POLICY_COMMANDS):
     command.add_command(_extra_command)

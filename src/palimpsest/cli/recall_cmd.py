@@ -1,8 +1,10 @@
 """``pal memory recall``, ``pal memory grep`` and ``pal memory index rebuild|verify``.
 
-Registered on the ``pal memory`` group by :mod:`palimpsest.cli.memory_cmd`.  This module imports
-only click at load time, so ``pal memory record`` does not pay for SQLite or RE2; the work is
-imported when one of these commands runs.
+Registered on the ``pal memory`` group by :mod:`palimpsest.cli.memory_cmd`; the plain forms of a
+warm recall are answered before click loads (:mod:`palimpsest.cli.fast`, which also builds the
+request and writes the result for this module).  This module imports only click at load time,
+so ``pal memory record`` does not pay for SQLite or RE2; the work is imported when one of these
+commands runs.
 
 Every refusal is a ``PalError`` printed by ``pal`` as one line on stderr with exit status 1.
 JSON goes to stdout as exact bytes; human output is escaped (no control bytes reach a terminal).
@@ -17,6 +19,7 @@ from typing import Any
 
 import click
 
+from palimpsest.cli.fast import build_request, emit
 from palimpsest.cli.progress import progress
 
 F = Callable[..., Any]
@@ -72,36 +75,11 @@ def _resolve(repo: Any, rev: str) -> str:
 
 
 def _request(at_commit: str, o: dict[str, Any], query: str = "") -> Any:
-    from palimpsest.hn.recall.request import (  # noqa: PLC0415
-        DEFAULT_MAX_CONTENT_BYTES,
-        DEFAULT_MAX_RECORDS,
-        normalize_request,
-    )
-
-    return normalize_request(
-        at_commit=at_commit,
-        subject=o["subject"],
-        path=o["path"],
-        topic=list(o["topics"]),
-        kind=list(o["kinds"]),
-        actor=list(o["actors"]),
-        lifecycle=list(o["lifecycles"]),
-        trust=list(o["trusts"]),
-        query=query,
-        max_records=DEFAULT_MAX_RECORDS if o["max_records"] is None else o["max_records"],
-        max_content_bytes=(
-            DEFAULT_MAX_CONTENT_BYTES if o["max_content_bytes"] is None else o["max_content_bytes"]
-        ),
-        cursor=o["cursor"],
-        include_untrusted=o["include_untrusted"],
-    )
+    return build_request(at_commit, o, query)
 
 
 def _emit(result: Any, as_json: bool) -> None:
-    if as_json:
-        _write(result.to_json())
-    else:
-        click.echo(result.to_human(), nl=False)
+    emit(result, as_json)
 
 
 def _read_input(source: str) -> bytes:

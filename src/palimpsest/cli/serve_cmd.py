@@ -84,6 +84,9 @@ def _listen(host: str, port: int) -> socket.socket:
               envvar="PAL_DURABILITY", help="full: an fsync per write (default normal).")
 @click.option("--tracing", type=click.Choice(serve_config.TRACING), default=None,
               envvar="PAL_TRACING", help="Export OpenTelemetry spans (default none).")
+@click.option("--database", default=None, envvar="PAL_DATABASE_URL",
+              help="postgresql:// URL: keep the store on PostgreSQL ($PAL_DATABASE_URL; "
+              "default: the embedded SQLite store in the data directory).")
 @click.option("--workers", type=click.IntRange(1, serve_config.MAX_WORKERS), default=None,
               envvar="PAL_WORKERS",
               help="Server processes sharing the socket and the store (default 1).")
@@ -95,13 +98,13 @@ def _listen(host: str, port: int) -> socket.socket:
 @click.option("--json", "as_json", is_flag=True, help="Print the start-up line as JSON.")
 def command(*, config: Path | None, data_dir: Path | None, host: str | None, port: int | None,
             allowed_hosts: tuple[str, ...], log_level: str | None, durability: str | None,
-            tracing: str | None, workers: int | None, write_wait: float | None,
-            as_json: bool) -> None:
+            tracing: str | None, database: str | None, workers: int | None,
+            write_wait: float | None, as_json: bool) -> None:
     """Run the memory service until interrupted."""
     settings = serve_config.resolve({
         "data_dir": data_dir, "host": host, "port": port, "allowed_hosts": allowed_hosts,
         "log_level": log_level, "durability": durability, "tracing": tracing,
-        "workers": workers, "write_wait": write_wait}, config)
+        "database": database, "workers": workers, "write_wait": write_wait}, config)
     _configure_logging(settings.log_level)
     if settings.tracing != "none" and settings.workers == 1:  # workers configure their own
         tracing_mod.configure(settings.tracing)
@@ -129,7 +132,7 @@ def _serve(settings: serve_config.ServeSettings, as_json: bool) -> None:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     # One-time work — the schema, the first owner, the server's signing key — is done here,
     # once, before any worker exists (several workers would race for it).
-    svc = MemoryService(directory, durability=settings.durability,
+    svc = MemoryService(directory, durability=settings.durability, database=settings.database,
                         write_wait=settings.write_wait)
     try:
         owner = _first_start(svc, directory, host, loopback)
@@ -188,7 +191,7 @@ def _worker(sock: socket.socket, hosts: tuple[str, ...], settings: serve_config.
         tracing_mod.configure(settings.tracing)
     listener = SharedListener(fileno=sock.detach())
     svc = MemoryService(settings.data_dir, durability=settings.durability,
-                        write_wait=settings.write_wait)
+                        database=settings.database, write_wait=settings.write_wait)
     try:
         _server(svc, hosts, settings, worker=index).run(sockets=[listener])
     finally:

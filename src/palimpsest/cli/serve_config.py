@@ -20,6 +20,9 @@ key (file)         flag / environment    meaning
                    ``PAL_DURABILITY``    ``full`` (an fsync per write: survives power loss)
 ``tracing``        ``--tracing``         ``none`` (default), ``console`` (spans as JSON lines
                    ``PAL_TRACING``       on stderr) or ``otlp``; needs the OpenTelemetry SDK
+``database``       ``--database``        a ``postgresql://`` URL: the store on PostgreSQL
+                   ``PAL_DATABASE_URL``  (keys and file bytes stay in the data directory);
+                                         unset: the embedded SQLite store
 ``workers``        ``--workers``         server processes sharing the listening socket and
                    ``PAL_WORKERS``       the store (default ``1``: one process; at most 64)
 ``write_wait``     ``--write-wait``      seconds a write waits for other processes' writers
@@ -48,7 +51,8 @@ MAX_WORKERS: Final = 64
 MAX_WRITE_WAIT: Final = 600.0
 DEFAULTS: Final[dict[str, Any]] = {
     "host": "127.0.0.1", "port": 8765, "allowed_hosts": (), "log_level": "warning",
-    "durability": "normal", "tracing": "none", "workers": 1, "write_wait": 5.0,
+    "durability": "normal", "tracing": "none", "database": None, "workers": 1,
+    "write_wait": 5.0,
 }
 _CHOICES: Final = {"log_level": LOG_LEVELS, "durability": DURABILITY, "tracing": TRACING}
 KEYS: Final = ("data_dir", *DEFAULTS)
@@ -67,6 +71,7 @@ class ServeSettings:
     tracing: str
     workers: int
     write_wait: float
+    database: str | None = None
 
 
 def read(path: Path) -> dict[str, Any]:
@@ -103,6 +108,10 @@ def _checked(where: Path | str, key: str, value: Any) -> Any:
     if key == "port":
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
             raise refuse("an integer from 0 to 65535")
+        return value
+    if key == "database":
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            raise refuse("a postgresql:// connection URL")
         return value
     if key == "workers":
         if isinstance(value, bool) or not isinstance(value, int) \

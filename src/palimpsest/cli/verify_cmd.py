@@ -39,7 +39,8 @@ def _read_json(path: Path, what: str) -> Any:
                            "returned it") from exc
 
 
-def _keys(path: Path | None) -> dict[str, str] | None:
+def read_keys(path: Path | None) -> dict[str, str] | None:
+    """The trusted keys of a published key set file (``None``: no file given)."""
     return signing.trusted_keys(_read_json(path, "key set")) if path is not None else None
 
 
@@ -63,7 +64,7 @@ def command(target: str, path: Path | None, keys_file: Path | None, as_json: boo
         if path is None:
             raise InvalidInput("pal verify receipt needs the receipt FILE", code="usage",
                                hint="pal verify receipt FILE --keys KEYS")
-        keys = _keys(keys_file)
+        keys = read_keys(keys_file)
         if keys is None:
             raise InvalidInput("a receipt is checked against the server's published keys",
                                code="usage", hint="save GET /v1/provenance/keys to a file and "
@@ -86,7 +87,7 @@ def command(target: str, path: Path | None, keys_file: Path | None, as_json: boo
                            hint="pal verify DIR [--keys KEYS]")
     from palimpsest.service.provenance import verify  # noqa: PLC0415 — pygit2 only here
 
-    report = verify.verify(Path(target), _keys(keys_file))
+    report = verify.verify(Path(target), read_keys(keys_file))
     _emit(as_json, report, [
         f"verified {report['changesets']} changesets, {report['signatures']} signatures, "
         f"{report['refs']} refs of {len(report['memories'])} memories",

@@ -275,10 +275,15 @@ def check_lifecycle_target(
     return target
 
 
+def check_actor(actor: str, identity: Identity) -> None:
+    """A request's ``actor``, when it names one, must be the active identity."""
+    if actor and actor != identity.actor:
+        raise Forbidden("request actor is not the active identity", code="actor-mismatch")
+
+
 def with_stream(request: RecordRequest, identity: Identity) -> str:
     """The stream a request names, checking its ``actor`` against the active identity."""
-    if request.actor and request.actor != identity.actor:
-        raise Forbidden("request actor is not the active identity", code="actor-mismatch")
+    check_actor(request.actor, identity)
     return request.stream
 
 
@@ -288,6 +293,7 @@ __all__ = [
     "anchor_paths",
     "append",
     "build_record",
+    "check_actor",
     "check_anchor_commit",
     "check_lifecycle_target",
     "normalize_topics",

@@ -13,11 +13,14 @@ import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from palimpsest.canonical import decode, encode_indent
 from palimpsest.errors import InvalidInput
 from palimpsest.hn.ids import KINDS, memory_id
+
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 POLICY_VERSION = "hn.policy/0"
 MISSING_POLICY_DIGEST = memory_id(b"hn-memory-policy-missing-v0")

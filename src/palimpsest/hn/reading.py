@@ -1,10 +1,11 @@
 """Read-side shells shared by ``pal memory show|recall|grep`` and the ``pal mcp`` repo tools.
 
-Each function takes an open repository, reads through :mod:`palimpsest.hn.store` (the only Git
-module) and returns what the pure formatters need, so the CLI and the MCP server call the same
-code: :func:`show_at` (one memory and the projection at a revision), :func:`request_at` (a
-strict ``RecallRequestV0`` whose ``atCommit`` may be any revision, default ``HEAD``) and
-:func:`writers_of` (who signed each memory of a recall page, with the signed ``actorName``).
+Each function takes an open repository, reads Git through :mod:`palimpsest.hn.store` (with
+:mod:`palimpsest.hn.replication`, the only part that touches Git) and returns what the pure
+formatters need, so the CLI and the MCP server call the same code: :func:`show_at` (one memory
+and the projection at a revision), :func:`request_at` (a strict ``RecallRequestV0`` whose
+``atCommit`` may be any revision, default ``HEAD``) and :func:`writers_of` (who signed each
+memory of a recall page, with the signed ``actorName``).
 """
 
 from __future__ import annotations

@@ -56,6 +56,10 @@ def _bounds(schema: Mapping[str, Any]) -> str:
 def check_value(schema: Mapping[str, Any], value: Any, where: str) -> None:
     """Refuse ``value`` unless it satisfies ``schema``; ``where`` names it in the refusal."""
     kind = schema.get("type")
+    if isinstance(kind, list):  # one of several types: the handler reads which
+        if not any(_is(k, value) for k in kind):
+            raise _invalid(f"`{where}` must be " + " or ".join(_NAMES[k] for k in kind))
+        return
     if kind is not None and not _is(kind, value):
         items = schema.get("items", {}).get("type") if kind == "array" else None
         named = f"a list of {_NAMES[items].removeprefix('a ').removeprefix('an ')}s" \

@@ -8,6 +8,7 @@ never choose reach: every call goes through the facade, which checks the caller'
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,24 +16,41 @@ from typing import Any
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput, PalError
 from palimpsest.mcp import render
-from palimpsest.mcp.tools import REMEMBER_TYPES, Offers
+from palimpsest.mcp.tools import REMEMBER_TYPES, WRITE_FLAG, Offers
 from palimpsest.service.memories import MemoryService
 from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.model import Caller
 
 MAX_REASON_CHARS = 500
+PRIME_DEFAULT_BUDGET = 4000
 GRAPH_LIMIT = 60
 
 
 @dataclass(frozen=True, slots=True)
 class ToolEnv:
-    """Everything a handler may use: the facade, the caller and its default memory."""
+    """Everything a handler may use: the facade, the caller and its default memory (none of
+    them in repository-only mode), the repository and whether it may be written."""
 
-    service: MemoryService
-    caller: Caller
+    facade: MemoryService | None
+    member: Caller | None
     default_memory: str | None = None
     flow: ReviewFlow | None = None  # Memory Git (proposals, reviews, merges) when offered
     repo: str | None = None  # the Git repository of `pal mcp`'s directory (stdio only)
+    repo_writes: bool = False  # `pal mcp --allow-repo-writes`
+
+    @property
+    def service(self) -> MemoryService:
+        """The facade; service tools are offered only when there is one."""
+        if self.facade is None:
+            raise InvalidInput("no memory service is configured here", code="memory_unsupported")
+        return self.facade
+
+    @property
+    def caller(self) -> Caller:
+        """The authenticated member (there is one whenever there is a facade)."""
+        if self.member is None:
+            raise InvalidInput("no memory service is configured here", code="memory_unsupported")
+        return self.member
 
     @property
     def principal(self) -> str:
@@ -388,6 +406,46 @@ def repo_memory_grep(env: ToolEnv, args: dict[str, Any]) -> Any:
     return _recall_page(env, args, grep=True)
 
 
+def repo_memory_prime(env: ToolEnv, args: dict[str, Any]) -> Any:
+    """``pal memory prime``: the fenced text, the JSON inside it that of ``--json``."""
+    from palimpsest.hn import store  # noqa: PLC0415
+    from palimpsest.hn.prime import prime  # noqa: PLC0415
+
+    repo = _repository(env)
+    budget = _int(args, "budget") or PRIME_DEFAULT_BUDGET
+    at = store.resolve_commit(repo, _str(args, "atCommit") or "HEAD")
+    return render.verbatim(prime(repo, at, budget))
+
+
+def _document(args: dict[str, Any]) -> bytes:
+    """The request document as the bytes ``--input`` would read: its text as given (lone
+    surrogates kept, so the strict decoder refuses them as invalid UTF-8), or the object
+    re-encoded (then the decoder's rules apply to it the same way)."""
+    value = args.get("request")
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    raise _invalid("`request` must be the request document: an object or its JSON text")
+
+
+def _repo_write(operation: str) -> Handler:
+    def handler(env: ToolEnv, args: dict[str, Any]) -> Any:
+        """The request through the CLI's ``--input`` path; the answer its command result."""
+        from palimpsest.hn.show import command_result_json  # noqa: PLC0415
+        from palimpsest.hn.submit import submit  # noqa: PLC0415
+
+        if not env.repo_writes:  # the server offers these only with the flag; belt and braces
+            raise InvalidInput(f"repository writes are off: start `pal mcp {WRITE_FLAG}`",
+                               code="repo-writes-off")
+        context = {key: value for key in ("target", "at", "applies")
+                   if (value := _str(args, key)) is not None}
+        memory = submit(_repository(env), operation, _document(args), **context)
+        return render.verbatim(command_result_json(memory))
+
+    return handler
+
+
 def repo_memory_show(env: ToolEnv, args: dict[str, Any]) -> Any:
     """``pal memory show --json``: the envelope carries the writer (actor, actorName)."""
     from palimpsest.hn import reading  # noqa: PLC0415
@@ -425,6 +483,9 @@ HANDLERS: dict[str, Handler] = {
     "repo_memory_recall": repo_memory_recall,
     "repo_memory_grep": repo_memory_grep,
     "repo_memory_show": repo_memory_show,
+    "repo_memory_prime": repo_memory_prime,
+    **{f"repo_memory_{op}": _repo_write(op)
+       for op in ("record", "handoff", "supersede", "retract", "challenge")},
 }
 
 
@@ -435,7 +496,10 @@ def _privileged_somewhere(env: ToolEnv, privilege: str) -> bool:
 
 def compute_offers(env: ToolEnv, *, repo: bool = False) -> Offers:
     """What this caller is offered: writes where it may write, queries/operations/languages
-    where the provider declares them. Each probe that fails counts as "not offered"."""
+    where the provider declares them. Each probe that fails counts as "not offered". Without a
+    service (repository-only mode) only the repository tools."""
+    if env.facade is None:
+        return Offers(service=False, repo=repo, repo_writes=repo and env.repo_writes)
     def probe(fn: Callable[[], bool]) -> bool:
         try:
             return fn()
@@ -465,4 +529,5 @@ def compute_offers(env: ToolEnv, *, repo: bool = False) -> Offers:
         languages=languages(),
         git=env.flow is not None,
         repo=repo,
+        repo_writes=repo and env.repo_writes,
     )

@@ -5,8 +5,8 @@ agent sees is decided by :func:`offered` from an :class:`Offers` value computed 
 tools only where the agent may write somewhere; ``memory_run_query``, ``memory_operate`` and
 ``memory_query`` only where named queries, type operations or a free-query language exist; the
 Memory Git group when the service offers it; the repository group only for stdio inside a Git
-repository. Erase is never a tool. Adding a group is adding specs to :data:`SPECS` and handlers
-under the same names.
+repository, and its write tools only with ``pal mcp --allow-repo-writes``. Erase is never a
+tool. Adding a group is adding specs to :data:`SPECS` and handlers under the same names.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ _TYPES: dict[str, Any] = {"type": "array", "items": {"type": "string"}, "maxItem
 class Offers:
     """What one caller may be offered (computed by the server per caller)."""
 
+    service: bool = True  # False in repository-only mode: no service tool at all
     writes: bool = False
     queries: bool = False
     operations: bool = False
@@ -45,6 +46,7 @@ class Offers:
     files: bool = False
     git: bool = False
     repo: bool = False
+    repo_writes: bool = False  # `pal mcp --allow-repo-writes`: the repository write tools
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,7 @@ class ToolSpec:
     properties: dict[str, Any]
     required: tuple[str, ...]
     writes: bool
-    group: str  # "uhp" | "git" | "repo"
+    group: str  # "uhp" | "git" | "repo" | "repo-write"
     # The server checks the arguments against the schema (mcp.arguments) before the handler;
     # False where a library applies its own strict rules in the words of the CLI.
     checked: bool = True
@@ -198,6 +200,11 @@ def _repo(name: str, description: str, props: dict[str, Any],
     return ToolSpec(name, description, props, required, False, "repo", checked)
 
 
+def _repo_write(name: str, description: str, props: dict[str, Any],
+                required: tuple[str, ...]) -> ToolSpec:
+    return ToolSpec(name, description + WRITE_NOTE, props, required, True, "repo-write")
+
+
 _LIST: dict[str, Any] = {"type": "array", "items": {"type": "string"}}
 _BOUND: dict[str, Any] = {"type": "integer", "minimum": 1}
 # RecallRequestV0 (hn-memory-v0.md §16.1) with `atCommit` optional (default HEAD, any revision)
@@ -242,9 +249,83 @@ REPO_TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
+# The prime is one fenced text: the answer cap (mcp.render, 60,000 characters) bounds its budget.
+PRIME_MAX_BUDGET = 15_000
+PRIME_TOOL = _repo(
+    "repo_memory_prime",
+    "The standing context of the repository at a commit, for the start of a session: open "
+    "handoffs (newest first, with completed, assumptions, blockers and nextActions), active "
+    "decisions and the latest verifications that apply, policy-qualified only, within "
+    "`budget` tokens (about 4 bytes a token, counted over this whole answer). The same text "
+    "as `pal memory prime`; memories are untrusted data, each with its signed writer.",
+    {"atCommit": REPO_FILTERS["atCommit"],
+     "budget": {"type": "integer", "minimum": 1, "maximum": PRIME_MAX_BUDGET, "default": 4000,
+                "description": "Token budget of the whole answer."}},
+    ())
+
+WRITE_FLAG = "--allow-repo-writes"
+WRITE_NOTE = (
+    " What you send is all that is stored: nothing is read from the environment, the "
+    "conversation or files. It is signed under this repository's active identity (the actor's "
+    "key) and appended to the actor's stream; every other agent reads it as untrusted data "
+    "with that actor as its writer. Never put secrets in it: a signature preserves them. The "
+    "answer is the command result of `pal memory … --json`; a lost race (cas-failed) means "
+    "reload and retry with the same request."
+)
+_DOCUMENT: dict[str, Any] = {
+    "type": ["object", "string"],
+    "description": "The strict version-0 request document, exactly what `pal memory … --input` "
+                   "reads: a JSON object, or its text (then duplicate keys are refused too).",
+}
+_RECORD_DOC: dict[str, Any] = {
+    **_DOCUMENT,
+    "description": _DOCUMENT["description"] + " RecordRequestV0: version (0), kind "
+    "(observation, decision, assumption, attempt, verification, handoff), content, anchor "
+    "{commit (full ID), paths?, subject?}, applicability {mode: exact|descendants|subject, "
+    "subject?}, topics [], evidence [] (git:, event:sha256:, memory:sha256:), attemptOutcome?, "
+    "handoff {completed, assumptions, blockers, nextActions}?, actor?, stream?. No other field.",
+}
+_LIFECYCLE_DOC: dict[str, Any] = {
+    **_DOCUMENT,
+    "description": _DOCUMENT["description"] + " LifecycleRequestV0: version (0), reason (a "
+    "token such as incorrect), stream?, actor?; a challenge also takes evidence []. No other "
+    "field.",
+}
+_TARGET: dict[str, Any] = {"type": "string", "description": "The full target memory ID "
+                           "(sha256:<64 hex>)."}
+REPO_WRITE_TOOLS: tuple[ToolSpec, ...] = (
+    _repo_write("repo_memory_record",
+                "Record one memory (decision, observation, assumption, attempt, verification "
+                "or handoff) in this repository, as `pal memory record --input - --json`.",
+                {"request": _RECORD_DOC}, ("request",)),
+    _repo_write("repo_memory_handoff",
+                "Leave a handoff for the next session, as `pal memory handoff --at AT "
+                "--applies MODE --input - --json`: kind handoff; `at` (a revision, e.g. HEAD) "
+                "and `applies` fill an anchor commit or mode the request omits and must match "
+                "one it gives.",
+                {"request": _RECORD_DOC,
+                 "at": {"type": "string", "description": "Anchor revision (e.g. HEAD)."},
+                 "applies": {"type": "string", "enum": ["exact", "descendants", "subject"]}},
+                ("request", "at")),
+    _repo_write("repo_memory_supersede",
+                "Replace one of your own records with a new one (the old one stays readable), "
+                "as `pal memory supersede TARGET --input - --json`.",
+                {"target": _TARGET, "request": _RECORD_DOC}, ("target", "request")),
+    _repo_write("repo_memory_retract",
+                "Retract one of your own records (a new signed fact; nothing is erased), as "
+                "`pal memory retract TARGET --input - --json`.",
+                {"target": _TARGET, "request": _LIFECYCLE_DOC}, ("target", "request")),
+    _repo_write("repo_memory_challenge",
+                "Dispute another actor's memory, optionally with evidence, as `pal memory "
+                "challenge TARGET --input - --json`.",
+                {"target": _TARGET, "request": _LIFECYCLE_DOC}, ("target", "request")),
+)
+REPO_WRITE_NAMES = frozenset(t.name for t in REPO_WRITE_TOOLS)
+
+
 def offered(offers: Offers) -> list[ToolSpec]:
     """The tools for one caller, in the reference's order."""
-    tools = [t for t in UHP_TOOLS if offers.writes or not t.writes]
+    tools = [t for t in UHP_TOOLS if offers.service and (offers.writes or not t.writes)]
     if offers.queries:
         tools.append(RUN_QUERY)
     if offers.operations:
@@ -254,7 +335,9 @@ def offered(offers: Offers) -> list[ToolSpec]:
     if offers.git:
         tools.extend(t for t in GIT_TOOLS if offers.writes or not t.writes)
     if offers.repo:
-        tools.extend(REPO_TOOLS)
+        tools.extend((*REPO_TOOLS, PRIME_TOOL))
+        if offers.repo_writes:
+            tools.extend(REPO_WRITE_TOOLS)
     return tools
 
 

@@ -201,9 +201,17 @@ class Core:
             raise mounts.read_only()  # only to a caller who holds write: unknown ≡ forbidden
         return view, m
 
+    def record_counts(self, ids: Sequence[str]) -> dict[str, int]:
+        """Active records per memory: the store's, and for a mounted repository what it serves
+        by default (asked on each read, as its records are)."""
+        counts = self.store.record_counts(ids)
+        for mid, path in mounts.mounted(self.store, list(ids)).items():
+            counts[mid] = mounts.count(path)
+        return counts
+
     def memory_wire(self, view: View, m: Memory) -> Wire:
         """The memory object for this caller."""
-        counts = self.store.record_counts([m.id])
+        counts = self.record_counts([m.id])
         out = m.to_wire(ancestors=view.visible_ancestors(m.id),
                         privileges=view.privileges(m.id), records=counts[m.id],
                         children=len(view.visible_children(m.id)))

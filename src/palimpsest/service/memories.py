@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from palimpsest.hn.replication.selection import Budgets
 from palimpsest.service import admin as admin_mod
 from palimpsest.service import grouped, history, mounts, projection, providers, sessions
 from palimpsest.service.core import Core
@@ -42,6 +43,7 @@ from palimpsest.service.memorygit.flow import ReviewFlow
 from palimpsest.service.memorygit.reviewed import ReviewedWrites
 from palimpsest.service.memorygit.wiring import open_flow
 from palimpsest.service.model import (
+    SHARED_MAIN,
     Caller,
     Changeset,
     Credential,
@@ -77,11 +79,14 @@ class MemoryService:
     """The service over one data directory (SQLite in WAL mode + content-addressed files)."""
 
     def __init__(self, data_dir: Path, *, clock: Clock | None = None,
-                 durability: str = "normal", write_wait: float = WRITE_WAIT_SECONDS) -> None:
+                 durability: str = "normal", database: str | None = None,
+                 write_wait: float = WRITE_WAIT_SECONDS) -> None:
         """Open (creating if needed) the store in ``data_dir``.
 
         ``clock`` returns epoch milliseconds; tests pass a fake one for ``as_of`` reads.
         ``durability="full"`` fsyncs every write (survives power loss, not only kill -9).
+        ``database`` (a ``postgresql://`` URL) keeps the store on PostgreSQL; the data
+        directory then keeps the server's keys and file bytes only.
         ``write_wait``: seconds a write waits for other processes' writers (several
         ``pal serve`` workers, ``pal admin``) before it is refused as busy (503, Retry-After).
 
@@ -89,7 +94,8 @@ class MemoryService:
             Unavailable: memory_unavailable when the directory or database cannot be opened.
         """
         self.data_dir = Path(data_dir)  # Memory Git keeps its own store here (api/memory_git)
-        self._store = open_store(self.data_dir, durability=durability, write_wait=write_wait)
+        self._store = open_store(self.data_dir, durability=durability, database=database,
+                                 write_wait=write_wait)
         # Every changeset the store accepts is signed by the server's identity, in the same
         # transaction (docs/provenance.md).
         self.server_keys = ServerKeys(self.data_dir)
@@ -224,6 +230,34 @@ class MemoryService:
         from palimpsest.service.provenance import export  # noqa: PLC0415 — pygit2, rare
 
         return export.export(self._store, self.server_keys, directory, memory_id, progress)
+
+    def import_git(self, source: Path, *, keys: dict[str, str] | None, mode: str = "accepted",
+                   member_id: str | None = None, budgets: Budgets | None = None) -> Wire:
+        """Operator: bring an export (``pal export --git``) into this server through
+        quarantine → validate → promote (docs/provenance.md). ``keys`` ``None`` trusts the keys
+        the export carries. ``mode`` ``reviewed`` lands it on import refs and opens a merge
+        request into ``refs/shared/main`` where this server has one."""
+        from palimpsest.service.provenance import importer  # noqa: PLC0415 — pygit2, rare
+
+        report = importer.import_git(self._core, self.data_dir, source, keys=keys, mode=mode,
+                                     member_id=member_id,
+                                     budgets=budgets or importer.DEFAULT_BUDGETS)
+        if mode == "reviewed" and report.get("promoted"):
+            flow = self._review_gate().flow
+            for mem in report["memories"]:
+                source_ref = f"refs/topics/imports/{report['transaction']}/shared/main"
+                here = self._store.ref(mem["memory_id"], SHARED_MAIN)
+                if here is None or not here.head or not any(
+                        r["ref"] == source_ref for r in mem["refs"]):
+                    mem["proposal_note"] = ("this server has no refs/shared/main for the "
+                                            "memory to propose into: import it as accepted")
+                    continue
+                proposal, _made = flow.propose(
+                    f"member:{report['member_id']}", mem["memory_id"],
+                    {"source_ref": source_ref, "idempotency_key": f"import-{report['transaction']}",
+                     "message": f"import from {report['source']}"[:4096]})
+                mem["proposal_id"] = proposal["proposal_id"]
+        return report
 
     def register_key(self, caller: Caller, body: Wire, *,
                      idempotency_key: str | None = None) -> Wire:

@@ -549,10 +549,12 @@ CHANGESET_EXTRA: Final = ("persona_id", "actor_id", "surface", "model", "environ
 class Signature:
     """An Ed25519 signature over a changeset's canonical bytes (the bytes its id digests).
 
-    ``role`` is ``server`` (the service's identity signs every changeset it accepts) or
-    ``member`` (the author signed it client-side with a key it registered); ``signer`` names
-    who: ``server`` or the member's grant form. Key and signature are unpadded base64, as in
-    repository memory; ``key_id`` is the key's fingerprint (hex SHA-256 of the raw key)."""
+    ``role`` is ``server`` (the service's identity signs every changeset it accepts),
+    ``member`` (the author signed it client-side with a key it registered) or ``origin`` (the
+    server of another deployment it was imported from, ``pal import --git``); ``signer``
+    names who: ``server``, the member's grant form or ``origin:<key id>``. Key and signature
+    are unpadded base64, as in repository memory; ``key_id`` is the key's fingerprint (hex
+    SHA-256 of the raw key)."""
 
     role: str
     signer: str

@@ -17,7 +17,9 @@ not read its memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +28,8 @@ from typing import Any, Final
 from palimpsest.errors import PalError
 from palimpsest.hn import store as hnstore
 from palimpsest.hn.recall.pages import RecallResult
+from palimpsest.hn.recall.request import TRUSTS, normalize_request
 from palimpsest.hn.recall.request import RecallRequest as HnRequest
-from palimpsest.hn.recall.request import normalize_request
 from palimpsest.hn.recall.warm import recall_kept
 from palimpsest.hn.store import headfiles
 from palimpsest.service.model import (
@@ -38,6 +40,7 @@ from palimpsest.service.model import (
     Wire,
     invalid,
     not_found,
+    unavailable,
     unsupported,
 )
 from palimpsest.service.providers import REPOSITORY_PROVIDER
@@ -48,6 +51,8 @@ from palimpsest.text import lexical_tokens
 RECORD_TYPE: Final = "note"  # every repository memory is a note; its kind is an attribute
 _BIG: Final = 1 << 40  # no byte bound of our own: a UHP answer is bounded by its limit
 _SCAN_PAGES: Final = 25  # pages read to fill a limit when filters drop records
+_FIND_PAGE: Final = 500  # memories per page while looking for one by id
+_MEMORY_ID: Final = re.compile(r"sha256:[0-9a-f]{64}")
 _PUSHED: Final = {"attributes.kind": "kind", "attributes.trust": "trust",
                   "attributes.lifecycle": "lifecycle", "attributes.actor": "actor"}
 # hn lifecycle → UHP status: a superseded or retracted memory is no longer the current word.
@@ -108,6 +113,10 @@ def mount(store: Store, memory_id: str, path: str | Path, now: int) -> Wire:
             raise invalid(f"memory {memory_id} holds records or history",
                           hint="mount into a new, empty memory")
         store.mount_repository(memory_id, REPOSITORY_PROVIDER, root, now)
+    # A first read builds the repository's index now, not under a caller's request; a
+    # repository that cannot be read yet stays mounted and says why on each read.
+    with contextlib.suppress(PalError, OSError):
+        _page(root, Asked("", ("active",), {}), 1, "")
     return {"object": "memory.mount", "memory_id": memory_id,
             "provider": REPOSITORY_PROVIDER, "path": root}
 
@@ -240,10 +249,90 @@ def search(path: str, memory_id: str, req: RecallRequest,
             cursor = page.next_cursor
             if len(out) >= req.limit or not cursor:
                 break
-    except PalError as exc:
+    except (PalError, OSError) as exc:
         # Fail closed as the repository does: nothing of it is served, and the answer says why.
-        return [], [f"repository:{memory_id}:{exc.code}"]
+        code = exc.code if isinstance(exc, PalError) else "repository-unreadable"
+        return [], [f"repository:{memory_id}:{code}"]
     return out[:req.limit], []
+
+
+_COUNTS: dict[str, int] = {}  # path → the last count the warm path gave
+
+
+def count(path: str) -> int:
+    """How many memories the repository serves by default (active, qualified): a mounted
+    memory's ``records.count``. Asked under the store's lock, so only the warm path (the index
+    and the ref files, no Git, no index build) is read; when that cannot answer — a stream
+    moved since the last read — the last count it gave stands (0 before any)."""
+    git = headfiles.locate(path)
+    if git is None:
+        return 0  # no repository there (any more): it serves nothing
+    at = headfiles.resolve(git, "HEAD")
+    if at is None:
+        return _COUNTS.get(path, 0)
+    try:
+        result = recall_kept(git, _request(Asked("", ("active",), {}), at, 1, ""))
+    except (PalError, OSError):
+        return 0
+    if result is not None:
+        _COUNTS[path] = result.matched
+    return _COUNTS.get(path, 0)
+
+
+def _unreadable(exc: PalError, path: str) -> Exception:
+    # A reader is told what failed, never where the server keeps the repository.
+    why = exc.message.replace(path, "the repository")
+    return unavailable(f"the repository of this memory cannot be read: {why}")
+
+
+def listing(path: str, memory_id: str, *, include: str, type: str | None, limit: int,
+            cursor: str | None) -> Wire:
+    """``GET …/records`` of a mounted memory: the repository's memories in its order (active
+    and qualified, or every lifecycle with ``include=all``), pages continued by the
+    repository's own cursor.
+
+    Raises:
+        InvalidInput: memory_invalid for a cursor the repository did not issue for this list.
+        Unavailable: memory_unavailable when the repository cannot be read (a forged stream).
+    """
+    if type is not None and type != RECORD_TYPE:
+        return {"object": "list", "data": [], "next": None}
+    a = Asked("", ("active",) if include == "active" else ("all",), {})
+    try:
+        page = _page(path, a, limit, cursor or "")
+    except PalError as exc:
+        if cursor is not None and exc.code in ("invalid-cursor", "invalid-recall-request"):
+            raise invalid("cursor is not one this server issued for this list",
+                          hint="a repository's cursor continues the same list: same include, "
+                          "type and limit") from exc
+        raise _unreadable(exc, path) from exc
+    data = [record_of(memory_id, json.loads(raw)).to_wire([]) for raw in page.records]
+    return {"object": "list", "data": data, "next": page.next_cursor or None}
+
+
+def find(path: str, memory_id: str, record_id: str) -> RecordVersion | None:
+    """One memory of the repository by its ID, whatever its lifecycle or trust class (still
+    only a verified memory applicable at ``HEAD`` with resolved evidence), or None.
+
+    Raises:
+        Unavailable: memory_unavailable when the repository cannot be read.
+    """
+    if not _MEMORY_ID.fullmatch(record_id):
+        return None
+    a = Asked("", ("all",), {"trust": TRUSTS})
+    cursor = ""
+    try:
+        while True:
+            page = _page(path, a, _FIND_PAGE, cursor)
+            for raw in page.records:
+                memory = json.loads(raw)
+                if memory["id"] == record_id:
+                    return record_of(memory_id, memory)
+            cursor = page.next_cursor
+            if not cursor:
+                return None
+    except PalError as exc:
+        raise _unreadable(exc, path) from exc
 
 
 def mounted(store: Store, memory_ids: list[str]) -> dict[str, str]:
@@ -252,5 +341,6 @@ def mounted(store: Store, memory_ids: list[str]) -> dict[str, str]:
     return {m: paths[m] for m in memory_ids if m in paths}
 
 
-__all__ = ["RECORD_TYPE", "Asked", "asked", "is_mounted_record", "mount", "mounted",
-           "provenance", "read_only", "record_of", "repository_root", "search"]
+__all__ = ["RECORD_TYPE", "Asked", "asked", "count", "find", "is_mounted_record", "listing",
+           "mount", "mounted", "provenance", "read_only", "record_of", "repository_root",
+           "search"]

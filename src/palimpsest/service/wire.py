@@ -391,6 +391,10 @@ def _filter(value: Any, where: str, depth: int, count: list[int]) -> Filter:
         raise invalid(f"{where}.value must be a number or a string for {op}")
     if isinstance(val, dict):
         raise invalid(f"{where}.value must not be an object")
+    try:  # NaN and infinities arrive through MCP's JSON parser; they compare with nothing
+        canonical.encode(val)
+    except PalError as exc:
+        raise invalid(f"{where}.value must be JSON (no NaN or infinities)") from exc
     return Cond(fld, str(op), val)
 
 

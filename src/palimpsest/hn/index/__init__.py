@@ -16,9 +16,11 @@ on first use (PEP 562): the light modules never start libgit2.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from palimpsest.hn.index.core import MemoryIndex as MemoryIndex
     from palimpsest.hn.index.core import open_current as open_current
     from palimpsest.hn.index.files import index_dir as index_dir

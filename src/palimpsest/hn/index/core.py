@@ -40,7 +40,6 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from palimpsest.errors import Unavailable
 from palimpsest.hn.index.files import check_private_file, index_dir, load_key, side_file_ok
@@ -56,7 +55,10 @@ from palimpsest.hn.index.schema import (
     schema_of,
 )
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from palimpsest.hn.envelope import VerifiedMemory
 
 _SQLITE_SIDE_FILES = ("-wal", "-shm")
@@ -185,6 +187,11 @@ class MemoryIndex:
         if not self.valid((aid, commit, state, n_desc, n_exact), str(mac)):
             raise IndexTampered("anchors")
         return Anchor(int(aid), str(commit), str(state), int(n_desc), int(n_exact))
+
+    def actor_slots(self) -> list[tuple[int, str]]:
+        """Every ``(slot, actor)`` of the actor table (a row class is a slot and a kind)."""
+        return [(int(slot), str(actor))
+                for slot, actor in self.conn.execute("SELECT slot, actor FROM actors")]  # fmt: skip
 
     def last_anchor(self) -> int:
         """The largest anchor ID (anchor IDs are 1..n)."""

@@ -8,7 +8,6 @@ created exclusively under a temporary name and renamed into place.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -81,7 +80,7 @@ def load_key(directory: Path) -> bytes:
         if len(key) == 32:
             return key
         path.unlink()
-    key = secrets.token_bytes(32)
+    key = os.urandom(32)
     fd, tmp = temp_file(directory)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -96,7 +95,7 @@ def load_key(directory: Path) -> bytes:
 
 
 def temp_file(directory: Path) -> tuple[int, str]:
-    name = directory / f"{TEMP_PREFIX}{secrets.token_hex(8)}"
+    name = directory / f"{TEMP_PREFIX}{os.urandom(8).hex()}"
     fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     return fd, str(name)
 

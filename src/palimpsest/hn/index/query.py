@@ -29,7 +29,6 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from palimpsest.hn.index.core import MemoryIndex
 from palimpsest.hn.index.schema import (
@@ -45,6 +44,10 @@ from palimpsest.hn.index.schema import (
     group_range,
     match_query,
 )
+
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 _RANKS = (*LIFECYCLE_RANK.values(), 5, 6, 7, 8, 9)  # every rank a row can have
 _MAX_RANGES = 48  # more rowid ranges than this: join the keys instead

@@ -22,10 +22,13 @@ import sqlite3
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from palimpsest.hn.ids import KINDS
 from palimpsest.text import word_tokens
+
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = "pal-hn-memory-index/9"
 INDEX_NAME = "index-pal-v1.sqlite"

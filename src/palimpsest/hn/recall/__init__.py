@@ -12,9 +12,11 @@ each imported on first use (PEP 562).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from palimpsest.hn.recall.pages import LeftOut as LeftOut
     from palimpsest.hn.recall.pages import RecallResult as RecallResult
     from palimpsest.hn.recall.run import grep as grep

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from palimpsest.hn.ids import KINDS
 from palimpsest.hn.index.core import Anchor, MemoryIndex
@@ -36,20 +35,24 @@ from palimpsest.hn.index.schema import COLUMN, MODE_CODE, class_of, eligible
 from palimpsest.hn.policy import PolicyContext, policy_context
 from palimpsest.hn.recall.request import RecallRequest
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Protocol
+
+    class Judge(Protocol):
+        """Answers about a query commit (what Git knows)."""
+
+        def is_commit(self, commit: str) -> bool:
+            """Whether the query commit names a commit object."""
+
+        def policy(self, commit: str) -> PolicyContext:
+            """The policy in the commit's tree (§15.2)."""
+
+        def reach(self, index: MemoryIndex, commit: str) -> int:
+            """The bitmap of the anchor IDs the commit reaches (itself and its ancestors)."""
+
+
 _MAX_LISTED = 400  # anchors listed in a view; past it the other list is used if shorter
-
-
-class Judge(Protocol):
-    """Answers about a query commit (what Git knows)."""
-
-    def is_commit(self, commit: str) -> bool:
-        """Whether the query commit names a commit object."""
-
-    def policy(self, commit: str) -> PolicyContext:
-        """The policy in the commit's tree (§15.2)."""
-
-    def reach(self, index: MemoryIndex, commit: str) -> int:
-        """The bitmap of the anchor IDs the commit reaches (itself and its ancestors)."""
 
 
 class NotKept(Exception):
@@ -164,15 +167,15 @@ def _classes(
     if not (request.kind or request.actor or request.trust):
         return None
     out = set()
-    for slot, actor in index.conn.execute("SELECT slot, actor FROM actors"):
+    for slot, actor in index.actor_slots():
         if request.actor and actor not in request.actor:
             continue
         for kind in KINDS:
             if request.kind and kind not in request.kind:
                 continue
-            if request.trust and policy.trust(str(actor), kind) not in request.trust:
+            if request.trust and policy.trust(actor, kind) not in request.trust:
                 continue
-            out.add(class_of(int(slot), kind))
+            out.add(class_of(slot, kind))
     return frozenset(out)
 
 
@@ -231,4 +234,4 @@ def context_for(
     return QueryContext(request, policy, sel, view, reach, fingerprint)
 
 
-__all__ = ["Judge", "KeptJudge", "NotKept", "QueryContext", "context_for", "parsed_policy"]
+__all__ = ["KeptJudge", "NotKept", "QueryContext", "context_for", "parsed_policy"]

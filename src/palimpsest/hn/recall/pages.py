@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
 
 from palimpsest.canonical import encode
 from palimpsest.errors import InvalidInput
@@ -43,7 +42,7 @@ from palimpsest.hn.index.schema import (
     row_data,
     search_fields,
 )
-from palimpsest.hn.recall.context import Judge, QueryContext, context_for
+from palimpsest.hn.recall.context import QueryContext, context_for
 from palimpsest.hn.recall.request import (
     WARNING,
     GrepSpec,
@@ -54,7 +53,11 @@ from palimpsest.hn.recall.request import (
 )
 from palimpsest.text import safe_line, safe_text
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
+    from palimpsest.hn.recall.context import Judge
     from palimpsest.search.regex import CompiledPattern
 
 

@@ -45,6 +45,7 @@ from palimpsest.hn.replication.report import (
     SelectorNote,
     StreamOutcome,
     SyncReport,
+    over_budget,
     redact_url,
 )
 from palimpsest.hn.replication.selection import (
@@ -429,17 +430,7 @@ def _fetch_and_measure(
         m = rgit.measure(quarantine.path, w.item.oid, w.previous_head,
                          max_events=budgets.max_events)  # fmt: skip
         w.measurement = m
-        over = [
-            name
-            for name, value, limit in (
-                ("events", m.events, budgets.max_events),
-                ("objects", m.objects, budgets.max_objects),
-                ("object bytes", m.max_object_bytes, budgets.max_object_bytes),
-                ("attachment bytes", m.attachment_bytes, budgets.max_attachment_bytes),
-                ("total bytes", m.total_bytes, budgets.max_total_bytes),
-            )
-            if value > limit
-        ]
+        over = over_budget(m, budgets)
         if over:
             w.fail("over-budget", "exceeds the selection budget for " + ", ".join(over))
     checkpoint("measured")

@@ -9,9 +9,21 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from palimpsest.hn.replication.selection import Budgets
 from palimpsest.hn.replication.transport import Measurement
 
 FAILED = ("over-budget", "structurally-invalid", "dependency-missing", "relationship-invalid")
+
+
+def over_budget(m: Measurement, budgets: Budgets) -> list[str]:
+    """The budgets ``m`` exceeds, by name (empty: within every one)."""
+    return [name for name, value, limit in (
+        ("events", m.events, budgets.max_events),
+        ("objects", m.objects, budgets.max_objects),
+        ("object bytes", m.max_object_bytes, budgets.max_object_bytes),
+        ("attachment bytes", m.attachment_bytes, budgets.max_attachment_bytes),
+        ("total bytes", m.total_bytes, budgets.max_total_bytes),
+    ) if value > limit]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,5 +169,6 @@ __all__ = [
     "SelectorNote",
     "StreamOutcome",
     "SyncReport",
+    "over_budget",
     "redact_url",
 ]

@@ -252,25 +252,35 @@ class Quarantine:
 
 def create_quarantine(git_dir: Path) -> Quarantine:
     """Create a fresh bare quarantine that can read (never write) the main object store."""
-    parent = replication_dir(git_dir) / "quarantine"
+    return new_quarantine(replication_dir(git_dir) / "quarantine",
+                          object_format=object_format(git_dir), borrow=git_dir / "objects")
+
+
+def new_quarantine(parent: Path, *, object_format: str = "sha1",
+                   borrow: Path | None = None) -> Quarantine:
+    """A fresh private bare repository ``<parent>/txn-<hex>``; ``borrow``: an object store it
+    may read through ``objects/info/alternates`` (never write). An import into the memory
+    service has no object store to borrow: its quarantine stands alone."""
     ensure_private_dir(parent)
     txn = secrets.token_hex(8)
     path = parent / f"txn-{txn}"
     run_git(
         [
             "init", "--bare", "--quiet", "--template=",
-            f"--object-format={object_format(git_dir)}", "--", str(path),
+            f"--object-format={object_format}", "--", str(path),
         ]
     )  # fmt: skip
     os.chmod(path, 0o700)
-    alternates = path / "objects" / "info" / "alternates"
-    alternates.write_text(f"{(git_dir / 'objects').resolve()}\n", encoding="utf-8")
+    if borrow is not None:
+        alternates = path / "objects" / "info" / "alternates"
+        alternates.write_text(f"{borrow.resolve()}\n", encoding="utf-8")
     return Quarantine(txn=txn, path=path)
 
 
-def remove_quarantines(git_dir: Path) -> list[str]:
-    """Delete every leftover quarantine (caller holds the sync lock); return their names."""
-    parent = replication_dir(git_dir) / "quarantine"
+def remove_quarantines(git_dir: Path, parent: Path | None = None) -> list[str]:
+    """Delete every leftover quarantine (caller holds the sync lock); return their names.
+    ``parent``: where :func:`new_quarantine` made them (default: this repository's)."""
+    parent = parent or replication_dir(git_dir) / "quarantine"
     if not parent.is_dir() or parent.is_symlink():
         return []
     removed = []
@@ -301,9 +311,16 @@ def fetch_into_quarantine(
     """
     no_haves = ["-c", "core.alternateRefsPrefixes=refs/hn/none/"] if full_history else []
     refspecs = [f"+{item.ref}:{quarantine.ref(item.actor, item.stream_hex)}" for item in items]
+    return fetch_refspecs(quarantine, url, refspecs, options=no_haves)
+
+
+def fetch_refspecs(quarantine: Quarantine, url: str, refspecs: list[str], *,
+                   options: Iterable[str] = ()) -> str | None:
+    """Fetch ``refspecs`` from ``url`` into the quarantine, every object fsck-checked on
+    arrival (a malformed one fails the fetch); return a diagnostic or ``None``."""
     done = run_git(
         [
-            *no_haves,
+            *options,
             "-c", "fetch.fsckObjects=true", "-c", "transfer.fsckObjects=true",
             "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
             "--", url, *refspecs,
@@ -386,18 +403,23 @@ class Measurement:
 _MEMORY_FILES = frozenset({"memory.json", "signature"})
 
 
-def measure(git_dir: Path, head: str, accepted: str | None, *, max_events: int) -> Measurement:
-    """Measure ``head`` in the quarantine against the previously accepted head.
+def measure(git_dir: Path, head: str, accepted: str | None, *, max_events: int,
+            more_heads: Iterable[str] = (),
+            plain_files: frozenset[str] = _MEMORY_FILES) -> Measurement:
+    """Measure ``head`` (and ``more_heads``) in the quarantine against the previously
+    accepted head.
 
     Events count every commit of the stream (bounded at ``max_events + 1``: enough to refuse);
     objects, sizes and attachment bytes count only objects not reachable from ``accepted``.
-    Attachment bytes are blobs under any name other than ``memory.json`` and ``signature``.
+    Attachment bytes are blobs under any name other than ``plain_files`` (a memory stream's
+    ``memory.json`` and ``signature``).
     """
+    heads = [head, *more_heads]
     count = run_git(
-        ["rev-list", "--count", f"--max-count={max_events + 1}", head, "--"], git_dir=git_dir
+        ["rev-list", "--count", f"--max-count={max_events + 1}", *heads, "--"], git_dir=git_dir
     )
     events = int(count.stdout.strip() or b"0")
-    spec = [head, *(["--not", accepted] if accepted else [])]
+    spec = [*heads, *(["--not", accepted] if accepted else [])]
     listing = run_git(["rev-list", "--objects", *spec, "--"], git_dir=git_dir)
     names: dict[str, str] = {}
     for line in listing.stdout.decode("utf-8", "replace").splitlines():
@@ -418,7 +440,7 @@ def measure(git_dir: Path, head: str, accepted: str | None, *, max_events: int) 
         size = int(fields[2])
         biggest = max(biggest, size)
         total += size
-        if fields[1] == "blob" and names.get(fields[0], "").rsplit("/", 1)[-1] not in _MEMORY_FILES:
+        if fields[1] == "blob" and names.get(fields[0], "").rsplit("/", 1)[-1] not in plain_files:
             attachments += size
     return Measurement(events, len(names), biggest, attachments, total)
 
@@ -544,12 +566,14 @@ __all__ = [
     "discard_quarantine",
     "fetch_exact_shallow",
     "fetch_into_quarantine",
+    "fetch_refspecs",
     "git_dir_of",
     "git_env",
     "is_ancestor",
     "is_shallow",
     "list_refs",
     "measure",
+    "new_quarantine",
     "object_format",
     "parse_advertisement",
     "push_ref",

@@ -48,13 +48,14 @@ def checkpoint(phase: str) -> None:
 
 
 @contextmanager
-def sync_lock(git_dir: Path) -> Iterator[None]:
-    """Hold ``<git-dir>/hn/replication/sync.lock`` exclusively (released if the process dies).
+def sync_lock(git_dir: Path, directory: Path | None = None) -> Iterator[None]:
+    """Hold ``<git-dir>/hn/replication/sync.lock`` (or ``<directory>/sync.lock``: a service
+    import's) exclusively (released if the process dies).
 
     Raises:
         Conflict: code ``sync-running`` when another sync holds it.
     """
-    directory = rgit.replication_dir(git_dir)
+    directory = directory or rgit.replication_dir(git_dir)
     ensure_private_dir(directory)
     fd = os.open(directory / "sync.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
@@ -62,7 +63,7 @@ def sync_lock(git_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
             raise Conflict(
-                "another sync is running in this repository",
+                "another sync is running here (or an import)",
                 code="sync-running",
                 hint="wait for it to finish, then run pal sync again",
             ) from exc

@@ -18,9 +18,11 @@ module of the package (``refs``, ``headfiles``) does not start libgit2.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from palimpsest.hn.store.append import (
         CAS_FAILED as CAS_FAILED,
     )

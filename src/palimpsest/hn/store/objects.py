@@ -17,8 +17,8 @@ import hashlib
 import os
 import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing stays unimported at run time (the warm recall's start-up)
 if TYPE_CHECKING:
     import pygit2
 

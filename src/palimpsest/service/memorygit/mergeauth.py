@@ -39,9 +39,11 @@ MIN_KEY_BYTES = 32
 _NONCE = re.compile(r"[0-9a-f]{32}")
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _KEY_ID = re.compile(r"[A-Za-z0-9._-]{0,64}")
-# RFC 3339 with optional fraction of up to nine digits (Go time.RFC3339Nano parses this).
+# RFC 3339 with optional fraction of up to nine digits (Go time.RFC3339Nano parses this); ASCII
+# digits only, as Go (a str pattern's \d also matches full-width digits: found by fuzzing).
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})",
+    re.ASCII,
 )
 _BAD = "invalid merge authorization"
 

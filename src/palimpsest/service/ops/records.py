@@ -18,6 +18,7 @@ from palimpsest.service.model import (
     ContentPart,
     FileBytes,
     FileRef,
+    Memory,
     Op,
     Principal,
     RecordBody,
@@ -128,22 +129,43 @@ def get_record(core: Core, caller: Caller, memory_id: str, record_id: str,
     at = wire.timestamp(as_of, "as_of") if as_of is not None else None
     with core.store.read():
         view, _ = core.resolve(caller, memory_id, "read")
-        if at is None:
-            return core.render(view, _current(core, record_id, memory_id))
-        row = core.store.version_at(record_id, at)
-        if row is None or row.memory_id != memory_id:
-            raise record_not_found()
-        return core.render(view, core.version(row, as_of=at))
+        path = mounts.mounted(core.store, [memory_id]).get(memory_id)
+        if path is None:
+            if at is None:
+                return core.render(view, _current(core, record_id, memory_id))
+            row = core.store.version_at(record_id, at)
+            if row is None or row.memory_id != memory_id:
+                raise record_not_found()
+            return core.render(view, core.version(row, as_of=at))
+    # A repository is read outside the store's lock (its own files, its own index).
+    return _mounted_record(path, memory_id, record_id, at).to_wire([])
+
+
+def _mounted_record(path: str, memory_id: str, record_id: str, at: str | None
+                    ) -> RecordVersion:
+    """A mounted repository's memory by id (its one signed version; it keeps no instants)."""
+    if at is not None:
+        raise unsupported("a repository memory keeps no versions in time; read it without "
+                          "as_of")
+    found = mounts.find(path, memory_id, record_id)
+    if found is None:
+        raise record_not_found()
+    return found
 
 
 def record_history(core: Core, caller: Caller, memory_id: str, record_id: str) -> Wire:
     """``GET …/records/{rid}/history``: versions oldest first."""
     with core.store.read():
         view, _ = core.resolve(caller, memory_id, "read")
-        rows = core.store.versions(record_id)
-        if not rows or rows[0].memory_id != memory_id:
-            raise record_not_found()
-        return {"object": "list", "data": [core.render(view, core.version(r)) for r in rows]}
+        path = mounts.mounted(core.store, [memory_id]).get(memory_id)
+        if path is None:
+            rows = core.store.versions(record_id)
+            if not rows or rows[0].memory_id != memory_id:
+                raise record_not_found()
+            return {"object": "list",
+                    "data": [core.render(view, core.version(r)) for r in rows]}
+    return {"object": "list",
+            "data": [_mounted_record(path, memory_id, record_id, None).to_wire([])]}
 
 
 def record_content(core: Core, caller: Caller, memory_id: str, record_id: str,
@@ -173,32 +195,50 @@ def list_records(core: Core, caller: Caller, memory_id: str, *, type: str | None
     rtype = wire.record_type(type) if type is not None else None
     limit = wire.integer(limit, "limit", lo=1, hi=wire.MAX_LIST_LIMIT)
     at = wire.timestamp(as_of, "as_of") if as_of is not None else None
+    with core.store.read():
+        view, m = core.resolve(caller, memory_id, "read")
+        path = mounts.mounted(core.store, [memory_id]).get(memory_id)
+        if path is None:
+            return _list_stored(core, view, m, include=include, rtype=rtype, at=at,
+                                limit=limit, cursor=cursor)
+        nav = tree.navigation(core, view, m)
+    # A mounted repository, read outside the store's lock, pages with its own cursor.
+    if at is not None:
+        raise unsupported("a repository memory keeps no versions in time; list it without "
+                          "as_of")
+    page = mounts.listing(path, memory_id, include=include, type=rtype, limit=limit,
+                          cursor=cursor)
+    page.update(nav)
+    return page
+
+
+def _list_stored(core: Core, view: View, m: Memory, *, include: str, rtype: str | None,
+                 at: str | None, limit: int, cursor: str | None) -> Wire:
+    """A page of the store's records of one memory (inside a read)."""
     before = None
     if cursor is not None:
         if not cursor.isdigit() or len(cursor) > 18:
             raise invalid("cursor is not one this server issued")
         before = int(cursor)
     statuses = ("active",) if include == "active" else ("active", "forgotten")
-    with core.store.read():
-        view, m = core.resolve(caller, memory_id, "read")
-        if at is None:
-            rows = core.store.list_current(memory_id, statuses, rtype, before, limit + 1)
-            more = len(rows) > limit
-            rows = rows[:limit]
-            data = [core.render(view, core.version(r)) for r in rows]
-            nxt = str(rows[-1].n) if more and rows else None
-        else:
-            offset = before or 0
-            rows = core.store.list_at([memory_id], at, limit + 1 + 4 * limit, offset)
-            recs = [core.version(r, as_of=at) for r in rows]
-            recs = [r for r in recs if r.status in statuses and (rtype is None
-                                                                   or r.body.type == rtype)]
-            more = len(recs) > limit
-            data = [core.render(view, r) for r in recs[:limit]]
-            nxt = str(offset + len(rows)) if len(rows) == limit + 1 + 4 * limit or more \
-                else None
-        out: Wire = {"object": "list", "data": data, "next": nxt}
-        out.update(tree.navigation(core, view, m))
+    if at is None:
+        rows = core.store.list_current(m.id, statuses, rtype, before, limit + 1)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        data = [core.render(view, core.version(r)) for r in rows]
+        nxt = str(rows[-1].n) if more and rows else None
+    else:
+        offset = before or 0
+        rows = core.store.list_at([m.id], at, limit + 1 + 4 * limit, offset)
+        recs = [core.version(r, as_of=at) for r in rows]
+        recs = [r for r in recs if r.status in statuses and (rtype is None
+                                                               or r.body.type == rtype)]
+        more = len(recs) > limit
+        data = [core.render(view, r) for r in recs[:limit]]
+        nxt = str(offset + len(rows)) if len(rows) == limit + 1 + 4 * limit or more \
+            else None
+    out: Wire = {"object": "list", "data": data, "next": nxt}
+    out.update(tree.navigation(core, view, m))
     return out
 
 

@@ -260,7 +260,7 @@ def navigation(core: Core, view: View, m: Memory) -> Wire:
     """``parent`` (only when readable) and the readable ``children``."""
     kids = view.readable_children(m.id)
     parent = m.parent_id if m.parent_id and view.can(m.parent_id, "read") else None
-    counts = core.store.record_counts([*kids, *([parent] if parent else [])])
+    counts = core.record_counts([*kids, *([parent] if parent else [])])
     out: Wire = {"children": [nav_entry(view.tree.nodes[c], counts[c]) for c in kids]}
     if parent is not None:
         out["parent"] = nav_entry(view.tree.nodes[parent], counts[parent])

@@ -12,7 +12,8 @@ Its message ends with ``changeset <id>`` and ``memory <id>`` lines. Refs mirror 
 refs (``refs/shared/main``, ``refs/agents/<member>/main``…): as they are for an export of one
 memory, below ``refs/memories/<memory id>/`` for an export of several. ``refs/palimpsest/
 export`` holds ``keys.json`` (the server's published keys) and ``statement.json`` with its
-signature: which head every ref had when exported, signed by the server, so a ref moved back
+signature: which head every ref had when exported (and each memory's name), signed by the
+server, so a ref moved back
 to an older changeset (or one added) is refused although every changeset still verifies.
 """
 
@@ -67,10 +68,14 @@ def named(text: str) -> tuple[str, str] | None:
 
 
 def statement(memories: Mapping[str, Mapping[str, str]], exported_at: str,
-              single: str | None) -> dict[str, Any]:
-    """The signed statement of every exported ref's head."""
+              single: str | None, names: Mapping[str, Mapping[str, str]] | None = None,
+              writers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, Any]:
+    """The signed statement of every exported ref's head, each memory's name and description,
+    and the name and type of each member who authored a changeset (what an import into
+    another server names the memory it makes and whose writes its records show)."""
     return {"object": "palimpsest.export", "format": FORMAT, "exported_at": exported_at,
-            "memory": single,
+            "memory": single, "writers": {k: dict(v) for k, v in sorted((writers or {}).items())},
+            "memories": {mid: dict((names or {}).get(mid, {})) for mid in sorted(memories)},
             "refs": {mid: dict(sorted(refs.items())) for mid, refs in sorted(memories.items())}}
 
 

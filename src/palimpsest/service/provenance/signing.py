@@ -29,7 +29,7 @@ from palimpsest.service.model import Signature, Wire
 
 KEYS_OBJECT: Final = "provenance.keys"
 ALGORITHM: Final = "ed25519"
-ROLES: Final = ("server", "member")
+ROLES: Final = ("server", "member", "origin")  # origin: the server an import came from
 SERVER: Final = "server"
 
 
@@ -145,7 +145,8 @@ def signature_of(value: Any) -> Signature:
         if not isinstance(v, str):
             raise InvalidInput(f"a signature needs {name} (a string)", code="memory_invalid")
     if fields["role"] not in ROLES:
-        raise InvalidInput("a signature's role is server or member", code="memory_invalid")
+        raise InvalidInput("a signature's role is server, member or origin",
+                           code="memory_invalid")
     return Signature(str(fields["role"]), str(fields["signer"]), str(fields["public_key"]),
                      str(fields["signature"]))
 

@@ -20,6 +20,7 @@ refused at the first failure with a reason naming what failed:
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -96,42 +97,65 @@ def statement_of(repo: pygit2.Repository, keys: dict[str, str] | None
     return doc, keys, source
 
 
+@dataclass(frozen=True, slots=True)
+class Verified:
+    """What :func:`check` found to hold: its report, the signed statement, every exported ref
+    (``git ref -> (memory, ref, head)``) and every changeset's commit, parents first."""
+
+    report: dict[str, Any]
+    statement: dict[str, Any]
+    refs: dict[str, tuple[str, str, str]]
+    commits: list[tuple[str, str, str]]  # (commit oid, memory id, changeset id)
+
+
 def verify(directory: Path, keys: dict[str, str] | None = None) -> dict[str, Any]:
     """Verify an export; returns what was checked.
 
     Raises:
         Refused: the first part that failed, by name.
     """
-    repo = open_export(directory)
+    return check(open_export(directory), keys).report
+
+
+def check(repo: pygit2.Repository, keys: dict[str, str] | None = None) -> Verified:
+    """Verify the export in ``repo`` (what :func:`verify` does; an import reads the result).
+
+    Raises:
+        Refused: the first part that failed, by name.
+    """
     doc, trusted, source = statement_of(repo, keys)
     single = doc.get("memory")
     expected: dict[str, tuple[str, str, str]] = {}  # git ref -> (memory, ref, head)
     for mid, refs in doc["refs"].items():
-        for name, head in (refs or {}).items():
+        if not isinstance(refs, dict):
+            raise Refused("statement", f"the refs of memory {str(mid)[:40]} are not an object")
+        for name, head in refs.items():
             expected[layout.git_ref(mid, name, single=single is not None)] = (mid, name, head)
     present = {r for r in repo.references if r != layout.EXPORT_REF}
     for extra in sorted(present - set(expected)):
         raise Refused(f"ref {extra}", "it is not in the signed statement (a foreign ref)")
-    seen: dict[str, str] = {}  # commit oid -> changeset id
+    seen: dict[str, tuple[str, str]] = {}  # commit oid -> (changeset id, memory id)
+    order: list[tuple[str, str, str]] = []
     counts = {"changesets": 0, "signatures": 0}
-    for git_name, (mid, name, head) in sorted(expected.items()):
+    for git_name, (mid, _name, head) in sorted(expected.items()):
         if git_name not in present:
             raise Refused(f"ref {git_name}", "the signed statement names it, the export "
                           "lacks it")
         target = _peel(repo.references[git_name], f"ref {git_name}")
-        got = _changeset(repo, target, mid, trusted, seen, counts)
+        got = _changeset(repo, target, mid, trusted, seen, counts, order)
         if got != head:
             raise Refused(f"ref {git_name}", f"points at changeset {got[:12]}, the signed "
-                          f"statement says {head[:12]} (a ref moved)")
-        del name
-    return {"object": "palimpsest.export.verified", "ok": True,
-            "memories": sorted(doc["refs"]), "changesets": counts["changesets"],
-            "signatures": counts["signatures"], "refs": len(expected), "keys": source,
-            "exported_at": doc.get("exported_at")}
+                          f"statement says {str(head)[:12]} (a ref moved)")
+    report = {"object": "palimpsest.export.verified", "ok": True,
+              "memories": sorted(doc["refs"]), "changesets": counts["changesets"],
+              "signatures": counts["signatures"], "refs": len(expected), "keys": source,
+              "exported_at": doc.get("exported_at")}
+    return Verified(report, doc, expected, order)
 
 
 def _changeset(repo: pygit2.Repository, top: pygit2.Commit, memory_id: str,  # noqa: PLR0917
-               keys: dict[str, str], seen: dict[str, str], counts: dict[str, int]) -> str:
+               keys: dict[str, str], seen: dict[str, tuple[str, str]],
+               counts: dict[str, int], order: list[tuple[str, str, str]]) -> str:
     """Verify every commit reachable from ``top`` (parents first); returns its changeset id."""
     stack: list[tuple[pygit2.Commit, bool]] = [(top, False)]
     while stack:
@@ -143,12 +167,18 @@ def _changeset(repo: pygit2.Repository, top: pygit2.Commit, memory_id: str,  # n
             stack.append((commit, True))
             stack.extend((p, False) for p in commit.parents if str(p.id) not in seen)
             continue
-        seen[key] = _one(repo, commit, memory_id, keys, seen, counts)
-    return seen[str(top.id)]
+        seen[key] = (_one(repo, commit, memory_id, keys, seen, counts), memory_id)
+        order.append((key, memory_id, seen[key][0]))
+    cid, owner = seen[str(top.id)]
+    if owner != memory_id:  # a ref of one memory pointing into another's history
+        raise Refused(f"changeset bytes (changeset {cid[:12]})",
+                      f"not a changeset of memory {memory_id}")
+    return cid
 
 
 def _one(repo: pygit2.Repository, commit: pygit2.Commit, memory_id: str,  # noqa: PLR0917
-         keys: dict[str, str], seen: dict[str, str], counts: dict[str, int]) -> str:
+         keys: dict[str, str], seen: dict[str, tuple[str, str]], counts: dict[str, int]
+         ) -> str:
     named = layout.named(commit.message)
     where = f"commit {str(commit.id)[:12]}"
     if named is None:
@@ -181,7 +211,9 @@ def _one(repo: pygit2.Repository, commit: pygit2.Commit, memory_id: str,  # noqa
         counts["signatures"] += 1
     if not server:
         raise Refused(f"signature ({where})", "no signature by the server")
-    parents = [seen[str(p.id)] for p in commit.parents]
+    parents = [seen[str(p.id)][0] for p in commit.parents]
+    if any(seen[str(p.id)][1] != memory_id for p in commit.parents):
+        raise Refused(f"parent link ({where})", "a parent is a changeset of another memory")
     if parents != content.get("parent_ids"):
         raise Refused(f"parent link ({where})", "the commit's parents are not the changesets "
                       "its signed bytes name")
@@ -209,4 +241,4 @@ def _bodies(repo: pygit2.Repository, commit: pygit2.Commit, content: dict[str, A
             raise Refused(f"body ({where})", f"{name[:12]} does not hash to its name")
 
 
-__all__ = ["open_export", "statement_of", "verify"]
+__all__ = ["Verified", "check", "open_export", "statement_of", "verify"]

@@ -15,8 +15,11 @@ from palimpsest.service.storage.sqlite import WRITE_WAIT_SECONDS, SqliteStore
 
 
 def open_store(data_dir: Path, *, durability: str = "normal",
+               database: str | None = None,
                write_wait: float = WRITE_WAIT_SECONDS) -> Store:
-    """The store of a data directory (the embedded SQLite store; created when missing).
+    """The store of a data directory: the embedded SQLite store (created when missing), or,
+    with ``database`` (a ``postgresql://`` URL), the PostgreSQL store (its schema created in an
+    empty database; file bytes stay in ``data_dir``).
 
     ``write_wait``: seconds a write waits for the writers of other processes before it is
     refused as busy (503 with ``Retry-After``).
@@ -24,7 +27,30 @@ def open_store(data_dir: Path, *, durability: str = "normal",
     Raises:
         Unavailable: memory_unavailable when it cannot be opened, or holds another schema.
     """
+    if database:
+        from palimpsest.service.storage.postgres import PostgresStore  # noqa: PLC0415 — psycopg loads only when used
+
+        return PostgresStore(data_dir, database)
     return SqliteStore(data_dir, durability=durability, write_wait=write_wait)
+
+
+def migrate_database(url: str) -> tuple[int, int]:
+    """Bring the PostgreSQL database at ``url`` to this version's schema: ``(found, now)``
+    (``pal admin migrate-schema``).
+
+    Raises:
+        Unavailable: it cannot be reached, or holds a schema newer than this version knows.
+    """
+    from palimpsest.service.storage.postgres import migrate_schema  # noqa: PLC0415 — psycopg loads only when used
+
+    return migrate_schema(url)
+
+
+def database_name(url: str) -> str:
+    """A PostgreSQL URL without its password, for messages."""
+    from palimpsest.service.storage.postgres import redacted  # noqa: PLC0415 — psycopg loads only when used
+
+    return redacted(url)
 
 
 def open_import_target(data_dir: Path) -> ImportTarget:
@@ -32,5 +58,15 @@ def open_import_target(data_dir: Path) -> ImportTarget:
     return SqliteStore(data_dir)
 
 
-__all__ = ["SCHEMA_VERSION", "WRITE_WAIT_SECONDS", "check_database", "copy_database",
-           "named_files", "open_import_target", "open_store", "private_dir"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "WRITE_WAIT_SECONDS",
+    "check_database",
+    "copy_database",
+    "database_name",
+    "migrate_database",
+    "named_files",
+    "open_import_target",
+    "open_store",
+    "private_dir",
+]

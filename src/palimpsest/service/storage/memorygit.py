@@ -19,7 +19,6 @@ Changesets are returned as stored documents; the service verifies their integrit
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -30,8 +29,9 @@ from palimpsest import canonical
 from palimpsest.errors import Conflict, NotFound
 from palimpsest.service.model import Changeset
 from palimpsest.service.storage.protocol import changeset_key, proposal_key
+from palimpsest.service.storage.schema import Connection
 
-_SCHEMA = """
+REVIEW_SCHEMA = """
 CREATE TABLE IF NOT EXISTS mg_proposals (
   proposal_id TEXT PRIMARY KEY, project_id TEXT NOT NULL, originator TEXT NOT NULL,
   status TEXT NOT NULL, doc TEXT NOT NULL, seq INTEGER NOT NULL);
@@ -62,8 +62,11 @@ class Host(Protocol):
 
     lock: threading.RLock
 
-    def connection(self) -> sqlite3.Connection:
+    def connection(self) -> Connection:
         """The store's connection (statements run inside its transactions)."""
+
+    def lock_memory(self, memory_id: str) -> None:
+        """Serialise the writers of one memory until the write transaction ends."""
 
     def write(self) -> AbstractContextManager[None]:
         """One write transaction (nested calls join it)."""
@@ -104,7 +107,7 @@ class GitStore:
         self.store = store
         self._db = store.connection()
         with store.write():
-            for statement in _SCHEMA.split(";"):
+            for statement in REVIEW_SCHEMA.split(";"):
                 if statement.strip():
                     self._db.execute(statement)
 
@@ -113,11 +116,11 @@ class GitStore:
         return self.store.write()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Connection]:
         with self.store.write():
             yield self._db
 
-    def _next(self, db: sqlite3.Connection) -> int:
+    def _next(self, db: Connection) -> int:
         db.execute("UPDATE mg_seq SET value = value + 1 WHERE id = 1")
         row = db.execute("SELECT value FROM mg_seq WHERE id = 1").fetchone()
         return int(row[0])
@@ -227,11 +230,10 @@ class GitStore:
             Conflict: the ref exists.
         """
         with self._tx() as db:
-            if db.execute("SELECT 1 FROM refs WHERE memory_id = ? AND name = ?",
-                          (project, name)).fetchone():
+            if not db.execute("INSERT OR IGNORE INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                              (project, name, head, int(protected), created_by, now,
+                               now)).rowcount:
                 raise Conflict(f"ref {name} already exists", code="ref-exists")
-            db.execute("INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (project, name, head, int(protected), created_by, now, now))
         return self.ref(project, name) or {}
 
     def commit(self, cs: Changeset, *, request_digest: str | None, advance: bool,
@@ -249,6 +251,7 @@ class GitStore:
         """
         project, name = cs.memory_id, cs.ref_name
         with self._tx() as db:
+            self.store.lock_memory(project)
             row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
                              (project, name)).fetchone()
             if advance:
@@ -263,12 +266,16 @@ class GitStore:
             self.store.insert_changeset(cs)
             if advance:
                 if row is None and create_ref is not None:
-                    db.execute("INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                               (project, name, cs.id, int(create_ref[0]), create_ref[1], now,
-                                now))
+                    made = db.execute("INSERT OR IGNORE INTO refs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                      (project, name, cs.id, int(create_ref[0]), create_ref[1],
+                                       now, now)).rowcount
                 else:
-                    db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE "
-                               "memory_id = ? AND name = ?", (cs.id, now, project, name))
+                    # compare-and-swap in the statement: another process may have moved it
+                    made = db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE "
+                                      "memory_id = ? AND name = ? AND head IS ?",
+                                      (cs.id, now, project, name, expected_head)).rowcount
+                if not made:
+                    raise _cas(name, expected_head, self._head(db, project, name))
 
     def advance(self, project: str, name: str, expected: str | None, new: str,
                 now: str) -> None:
@@ -278,14 +285,23 @@ class GitStore:
             Conflict: the ref moved.
         """
         with self._tx() as db:
+            self.store.lock_memory(project)
             row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
                              (project, name)).fetchone()
             if row is None:
                 raise NotFound(f"ref {name} does not exist", code="ref-not-found")
             if row[0] != expected:
                 raise _cas(name, expected, row[0])
-            db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
-                       "name = ?", (new, now, project, name))
+            if not db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
+                              "name = ? AND head IS ?", (new, now, project, name,
+                                                         expected)).rowcount:
+                raise _cas(name, expected, self._head(db, project, name))
+
+    @staticmethod
+    def _head(db: Connection, project: str, name: str) -> str | None:
+        row = db.execute("SELECT head FROM refs WHERE memory_id = ? AND name = ?",
+                         (project, name)).fetchone()
+        return row[0] if row else None
 
     def advance_protected(self, *, project: str, ref_name: str, expected: str, new: str,
                           nonce: str, advance: dict[str, Any], proposal: dict[str, Any],
@@ -300,22 +316,24 @@ class GitStore:
                 ref.
         """
         with self._tx() as db:
+            self.store.lock_memory(project)
             row = db.execute("SELECT head, protected FROM refs WHERE memory_id = ? AND "
                              "name = ?", (project, ref_name)).fetchone()
             if row is None or not row[1]:
                 raise NotFound(f"protected ref {ref_name} does not exist",
                                code="ref-not-found")
-            try:
-                db.execute("INSERT INTO mg_nonces VALUES (?, ?, ?, ?)",
-                           (nonce, project, ref_name, now))
-            except sqlite3.IntegrityError as exc:
+            # the unique nonce decides, in this transaction (a second use inserts nothing)
+            if not db.execute("INSERT OR IGNORE INTO mg_nonces VALUES (?, ?, ?, ?)",
+                              (nonce, project, ref_name, now)).rowcount:
                 raise Conflict("this merge authorization was already used",
                                code="authorization_replay",
-                               hint="ask for a new merge authorization") from exc
+                               hint="ask for a new merge authorization")
             if row[0] != expected:
                 raise _cas(ref_name, expected, row[0])
-            db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
-                       "name = ?", (new, now, project, ref_name))
+            if not db.execute("UPDATE refs SET head = ?, updated_at = ? WHERE memory_id = ? AND "
+                              "name = ? AND head IS ?", (new, now, project, ref_name,
+                                                         expected)).rowcount:
+                raise _cas(ref_name, expected, self._head(db, project, ref_name))
             db.execute("INSERT INTO mg_advances VALUES (?, ?, ?, ?, ?)",
                        (advance["advance_id"], project, ref_name, _dump(advance),
                         self._next(db)))
@@ -446,4 +464,4 @@ def _ref(row: Any) -> dict[str, Any]:
             "created_by_principal": row[6]}
 
 
-__all__ = ["GitStore", "Host"]
+__all__ = ["REVIEW_SCHEMA", "GitStore", "Host"]

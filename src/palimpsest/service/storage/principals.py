@@ -21,7 +21,6 @@ from palimpsest.service.storage.schema import Statements, member_of
 class PrincipalRows(Statements):
     """Statement helpers over ``_db`` and the principal tables."""
 
-    _db: sqlite3.Connection
     _db_path: Path
     _peek: sqlite3.Connection | None
     _peek_lock: threading.Lock

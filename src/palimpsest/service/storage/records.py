@@ -7,8 +7,7 @@ prime and recall. A base of :class:`palimpsest.service.storage.sqlite.SqliteStor
 from __future__ import annotations
 
 import hashlib
-import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from palimpsest.search.fts import match_terms
@@ -18,6 +17,21 @@ from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredVersion
 from palimpsest.service.storage.schema import BM25, load
 
 
+def record_key(record_id: str) -> bytes | str:
+    """A record id as its row keeps it: an id the service minted (``hrec_`` and 26 base32
+    letters) as the 16 bytes they spell, any other id as its text."""
+    if len(record_id) == 31 and record_id.startswith("hrec_"):
+        raw = id_bytes(record_id[5:])
+        if raw is not None:
+            return raw
+    return record_id
+
+
+def _rid(value: Any) -> str:
+    """A record id from its row (see :func:`record_key`)."""
+    return "hrec_" + id_letters(value) if isinstance(value, bytes) else str(value)
+
+
 class RecordRows(ChangesetRows):
     """Projection writes and record reads over ``_db``.
 
@@ -25,10 +39,13 @@ class RecordRows(ChangesetRows):
     another); ``versions`` keeps the versions it superseded, keyed by the record's row."""
 
     _writers: dict[int, Any]
+    # How a row keeps a record id, and back (a server database keeps the text itself).
+    _record_key: Callable[[str], bytes | str] = staticmethod(record_key)
+    _record_id: Callable[[Any], str] = staticmethod(_rid)
 
     def _count(self, memory_id: str, delta: int) -> None:
         self._x("INSERT INTO memory_counts VALUES (?, ?) ON CONFLICT(memory_id) DO UPDATE "
-                "SET active = active + excluded.active", (memory_id, delta))
+                "SET active = memory_counts.active + excluded.active", (memory_id, delta))
 
     def _add_terms(self) -> None:
         """Give a store of schema 3 written before ``records.terms`` the column and its
@@ -47,7 +64,7 @@ class RecordRows(ChangesetRows):
     def record_head(self, record_id: str) -> RecordHead | None:
         """The current state of a record, ``None`` when the projection holds none."""
         r = self._one("SELECT n, id, mem, type, version, status, written_at, body "
-                      "FROM records WHERE id=?", (record_key(record_id),))
+                      "FROM records WHERE id=?", (self._record_key(record_id),))
         if r is None:
             return None
         return RecordHead(r["n"], record_id, self._name(r["mem"]), r["type"], r["version"],
@@ -74,7 +91,7 @@ class RecordRows(ChangesetRows):
                 "INSERT INTO records (id, mem, type, version, status, written_at, body, "
                 "writer, cs, extra, standing, context_src, thread, when_at, terms) "
                 "VALUES (?,?,?,?,'active',?,?,?,?,?,?,?,?,?,?)",
-                (record_key(record_id), mem, type, version, written_at, body, writer, cs,
+                (self._record_key(record_id), mem, type, version, written_at, body, writer, cs,
                  kept_extra, int(standing), prev["id"] if prev is not None else None,
                  thread, kept_when, _terms(fts_text, context)))
             n = cur.lastrowid
@@ -102,14 +119,14 @@ class RecordRows(ChangesetRows):
             self._x("INSERT INTO edges VALUES (?,?,?,?)", (record_id, dst, rel, memory_id))
 
     def _previous_episode(self, mem: int, before: int | None, skip: str | None,
-                          thread: str | None) -> sqlite3.Row | None:
+                          thread: str | None) -> Any:
         """The episode written last in memory ``mem`` (before row ``before``; not ``skip``),
         or ``None`` when it belongs to another conversation than ``thread``: the words that
         closed the last conversation are not the context of the first turn of a new one."""
         prev = self._one("SELECT n, id, thread FROM records WHERE mem=? AND "
                          "type='episode' AND (? IS NULL OR n < ?) AND id IS NOT ? "
                          "ORDER BY n DESC LIMIT 1",
-                         (mem, before, before, record_key(skip) if skip else None))
+                         (mem, before, before, self._record_key(skip) if skip else None))
         if prev is not None and thread is not None and prev["thread"] != thread:
             return None
         return prev
@@ -150,7 +167,7 @@ class RecordRows(ChangesetRows):
         # Episodes indexed with this record's words as context take the episode before it
         # instead, exactly as a rebuild (where this record is never an episode) does.
         for dep in self._q("SELECT n, mem, thread FROM records WHERE context_src=?",
-                           (record_key(record_id),)):
+                           (self._record_key(record_id),)):
             prev = self._previous_episode(dep["mem"], dep["n"], record_id, dep["thread"])
             context = self._fts_text(prev["n"]) if prev is not None else ""
             self._x("UPDATE records SET context_src=?, terms=? WHERE n=?",
@@ -161,26 +178,33 @@ class RecordRows(ChangesetRows):
 
     def projection_rows(self) -> dict[str, str]:
         """Every projection row (records with their index text, versions, edges, counts) by a
-        key that names it, independent of row numbers, so a rebuild can prove it reproduced
-        the same state — and say which rows differ when it did not."""
+        key that names it, independent of row numbers and of integer keys (memories, writers
+        and changesets by their names), so a rebuild can prove it reproduced the same state —
+        and say which rows differ when it did not — and two stores of the same history, of
+        either backend, give the same rows."""
         out: dict[str, str] = {}
         queries = (
-            ("record", "SELECT r.id AS k, r.mem, r.type, r.version, r.status, r.written_at, "
-             "r.body, r.writer, r.cs, r.extra, r.forgotten_at, r.standing, r.context_src, "
+            ("record", "SELECT r.id AS k, m.name, r.type, r.version, r.status, r.written_at, "
+             "r.body, w.name, c.id, r.extra, r.forgotten_at, r.standing, r.context_src, "
              "r.thread, r.when_at, r.terms, f.text, f.context FROM records r "
-             "LEFT JOIN record_fts f ON f.rowid = r.n"),
+             "JOIN names m ON m.k = r.mem JOIN names w ON w.k = r.writer "
+             "JOIN changesets c ON c.seq = r.cs LEFT JOIN record_fts f ON f.rowid = r.n"),
             ("version", "SELECT r.id AS k, v.version, v.body, v.written_at, "
-             "v.invalidated_at, v.forgotten_at, v.writer, v.cs, v.extra FROM versions v "
-             "JOIN records r ON r.n = v.n"),
+             "v.invalidated_at, v.forgotten_at, w.name, c.id, v.extra FROM versions v "
+             "JOIN records r ON r.n = v.n JOIN names w ON w.k = v.writer "
+             "JOIN changesets c ON c.seq = v.cs"),
             ("edge", "SELECT src || ' ' || rel || ' ' || dst AS k, memory_id, COUNT(*) "
              "FROM edges GROUP BY src, dst, rel, memory_id"),
             ("count", "SELECT memory_id AS k, active FROM memory_counts WHERE active != 0"),
-            ("terms", "SELECT mem AS k, docs, length FROM record_terms WHERE docs != 0"),
+            ("terms", "SELECT m.name AS k, t.docs, t.length FROM record_terms t "
+             "JOIN names m ON m.k = t.mem WHERE t.docs != 0"),
         )
         for name, sql in queries:
             for row in self._db.execute(sql):
                 values = tuple(row)
-                key = _rid(values[0]) if name in ("record", "version") else values[0]
+                key = self._record_id(values[0]) if name in ("record", "version") else values[0]
+                if name == "record" and values[12] is not None:
+                    values = (*values[:12], self._record_id(values[12]), *values[13:])
                 if name == "version":
                     key, values = f"{key}/{values[1]}", values[1:]
                 out[f"{name} {key}"] = hashlib.sha256(
@@ -204,20 +228,21 @@ class RecordRows(ChangesetRows):
         """One version with its body."""
         return self._one_version(
             f"{_CURRENT} WHERE r.id=? AND r.version=? UNION ALL {_PAST} WHERE r.id=? AND "
-            f"v.version=?", (record_key(record_id), version, record_key(record_id), version))
+            f"v.version=?", (self._record_key(record_id), version,
+                             self._record_key(record_id), version))
 
     def versions(self, record_id: str) -> list[StoredVersion]:
         """Every version of a record, oldest first."""
         return self._versions(self._q(
-            f"SELECT * FROM ({_PAST} WHERE r.id=? UNION ALL {_CURRENT} WHERE r.id=?) "  # noqa: S608
-            f"ORDER BY version", (record_key(record_id), record_key(record_id))))
+            f"SELECT * FROM ({_PAST} WHERE r.id=? UNION ALL {_CURRENT} WHERE r.id=?) AS u "  # noqa: S608
+            f"ORDER BY version", (self._record_key(record_id), self._record_key(record_id))))
 
     def version_at(self, record_id: str, as_of: str) -> StoredVersion | None:
         """The version current at ``as_of``."""
         return self._one_version(
             f"{_CURRENT} WHERE r.id=? AND r.written_at<=? UNION ALL {_PAST} WHERE r.id=? "
             f"AND v.written_at<=? AND v.invalidated_at>?",
-            (record_key(record_id), as_of, record_key(record_id), as_of, as_of))
+            (self._record_key(record_id), as_of, self._record_key(record_id), as_of, as_of))
 
     def list_current(self, memory_id: str, statuses: Sequence[str], type: str | None,
                      before: int | None, limit: int) -> list[StoredVersion]:
@@ -239,7 +264,7 @@ class RecordRows(ChangesetRows):
         marks = ",".join("?" * len(mems))
         sql = (f"SELECT * FROM ({_CURRENT} WHERE r.mem IN ({marks}) AND r.written_at<=? "  # noqa: S608
                f"UNION ALL {_PAST} WHERE r.mem IN ({marks}) AND v.written_at<=? AND "
-               f"v.invalidated_at>?) ORDER BY n DESC LIMIT ? OFFSET ?")
+               f"v.invalidated_at>?) AS u ORDER BY n DESC LIMIT ? OFFSET ?")
         return self._versions(self._q(sql, (*mems, as_of, *mems, as_of, as_of, limit, offset)))
 
     def current_rows(self, ns: Sequence[int]) -> list[StoredVersion]:
@@ -378,7 +403,7 @@ class RecordRows(ChangesetRows):
         """Which memory holds each record id (for references and graph edges)."""
         out: dict[str, str] = {}
         for rid in record_ids:
-            r = self._one("SELECT mem FROM records WHERE id=?", (record_key(rid),))
+            r = self._one("SELECT mem FROM records WHERE id=?", (self._record_key(rid),))
             if r is not None:
                 out[rid] = self._name(r["mem"])
         return out
@@ -401,7 +426,7 @@ class RecordRows(ChangesetRows):
             found = self._writers[k] = load(self._name(k))
         return found
 
-    def _version_of(self, r: sqlite3.Row, with_status: bool = False) -> StoredVersion:
+    def _version_of(self, r: Any, with_status: bool = False) -> StoredVersion:
         """A version row (joined with its body and changeset) as a value."""
         blob = r["data"]
         data: bytes | None = None
@@ -413,7 +438,7 @@ class RecordRows(ChangesetRows):
             except ValueError:
                 data = raw  # damaged: the digest check refuses it
         return StoredVersion(
-            _rid(r["id"]), self._name(r["mem"]), int(r["version"]), _hex(r["body"]),
+            self._record_id(r["id"]), self._name(r["mem"]), int(r["version"]), _hex(r["body"]),
             r["written_at"], r["invalidated_at"], r["forgotten_at"], self._written_by(r["writer"]),
             load(r["extra"]) if r["extra"] is not None else {}, bytes(r["cid"]).hex(), data,
             int(r["n"]), r["status"] if with_status else None)
@@ -422,7 +447,7 @@ class RecordRows(ChangesetRows):
         row = self._one(sql, args)
         return self._version_of(row) if row is not None else None
 
-    def _versions(self, rows: list[sqlite3.Row], with_status: bool = False
+    def _versions(self, rows: list[Any], with_status: bool = False
                   ) -> list[StoredVersion]:
         return [self._version_of(r, with_status) for r in rows]
 
@@ -441,21 +466,6 @@ _PAST = ("SELECT v.n, r.id, r.mem, v.version, v.body, v.written_at, v.invalidate
 def _hex(value: Any) -> str:
     """A digest as the service names it (hex), from the 32 bytes a row keeps."""
     return bytes(value).hex() if isinstance(value, bytes) else str(value)
-
-
-def record_key(record_id: str) -> bytes | str:
-    """A record id as its row keeps it: an id the service minted (``hrec_`` and 26 base32
-    letters) as the 16 bytes they spell, any other id as its text."""
-    if len(record_id) == 31 and record_id.startswith("hrec_"):
-        raw = id_bytes(record_id[5:])
-        if raw is not None:
-            return raw
-    return record_id
-
-
-def _rid(value: Any) -> str:
-    """A record id from its row (see :func:`record_key`)."""
-    return "hrec_" + id_letters(value) if isinstance(value, bytes) else str(value)
 
 
 def _key_of(digest: str) -> bytes | str:

@@ -7,9 +7,8 @@ this is still part of the one package that speaks SQL.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Final, Protocol
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
 from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
@@ -148,17 +147,51 @@ def privs(text: str) -> frozenset[str]:
     return frozenset(p for p in text.split(",") if p in ALL_PRIVILEGES)
 
 
-def memory_of(row: sqlite3.Row) -> Memory:
+class Cursor(Protocol):
+    """What the row helpers read of an executed statement (a :class:`sqlite3.Cursor`, or the
+    PostgreSQL store's materialised result)."""
+
+    @property
+    def rowcount(self) -> int:
+        """Rows the statement inserted, updated or deleted."""
+
+    @property
+    def lastrowid(self) -> int | None:
+        """The key of the row an ``INSERT`` made."""
+
+    def fetchone(self) -> Any:
+        """The next row (by column name or position), ``None`` past the last."""
+
+    def fetchall(self) -> list[Any]:
+        """Every remaining row."""
+
+    def __iter__(self) -> Iterator[Any]:
+        """The remaining rows."""
+
+
+class Connection(Protocol):
+    """What the row helpers run statements on: a :class:`sqlite3.Connection`, or the
+    PostgreSQL store's connection (which takes the same statements, see
+    :mod:`.postgres.dialect`)."""
+
+    def execute(self, sql: str, parameters: Any = (), /) -> Cursor:
+        """Run one statement with ``?`` placeholders."""
+
+    def executemany(self, sql: str, parameters: Any, /) -> Cursor:
+        """Run one statement once per row of parameters."""
+
+
+def memory_of(row: Any) -> Memory:
     return Memory(row["id"], row["name"], row["description"], row["parent_id"],
                   bool(row["restricted"]), row["provider"], row["created_by"],
                   row["created_at"], row["updated_at"])
 
 
-def member_of(row: sqlite3.Row) -> Member:
+def member_of(row: Any) -> Member:
     return Member(row["id"], row["name"], row["type"], bool(row["admin"]), row["created_at"])
 
 
-def grant_of(row: sqlite3.Row) -> Grant:
+def grant_of(row: Any) -> Grant:
     return Grant(row["id"], row["memory_id"], row["principal"], privs(row["privileges"]),
                  row["created_at"])
 
@@ -166,14 +199,13 @@ def grant_of(row: sqlite3.Row) -> Grant:
 class Statements:
     """The three statement shapes every row helper of the store uses, over ``_db``."""
 
-    _db: sqlite3.Connection
+    _db: Connection
 
-    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+    def _q(self, sql: str, args: Sequence[Any] = ()) -> list[Any]:
         return self._db.execute(sql, args).fetchall()
 
-    def _one(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
-        row: sqlite3.Row | None = self._db.execute(sql, args).fetchone()
-        return row
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        return self._db.execute(sql, args).fetchone()
 
     def _x(self, sql: str, args: Sequence[Any] = ()) -> int:
         return self._db.execute(sql, args).rowcount
@@ -220,7 +252,7 @@ class Names(Statements):
         if name is None:
             row = self._one("SELECT name FROM names WHERE k=?", (k,))
             if row is None:
-                raise sqlite3.DatabaseError(f"names has no key {k}")
+                raise LookupError(f"names has no key {k}")
             name = str(row["name"])
             if k not in self._pending.values():
                 self._names[k] = name
@@ -239,6 +271,8 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "TERMS_TRIGGERS",
+    "Connection",
+    "Cursor",
     "Hit",
     "Names",
     "Statements",

@@ -1,0 +1,12 @@
+"""The PostgreSQL store (``pal serve --database postgresql://…``): the service's rows on a
+server database that several processes share; see :mod:`.store`."""
+
+from palimpsest.service.storage.postgres.schema import SCHEMA_VERSION
+from palimpsest.service.storage.postgres.store import (
+    PostgresStore,
+    SchemaError,
+    migrate_schema,
+    redacted,
+)
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "SchemaError", "migrate_schema", "redacted"]
