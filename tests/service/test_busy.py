@@ -1,53 +1,21 @@
 """Several processes over one store: readers never wait, a writer waits a bounded time for
 the writer of another process and is then refused in the service's words — busy, retry after
 a second — with nothing of its write kept (``pal serve --workers N``, ``pal admin``).
-
-"Another process's writer" is a second store opened on the same backend, holding a write
-transaction that took the memory's writer lock (:meth:`Store.lock_memory`): on SQLite the
-file's one write lock, on PostgreSQL the memory's advisory lock.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 from palimpsest.errors import Unavailable
 from palimpsest.service import MemoryService
-from palimpsest.service.storage import open_store
 from tests.conftest import BOTH, Backend
+from tests.otherwriter import other_writer
 
 BACKENDS = BOTH
-
-
-@contextmanager
-def other_writer(backend: Backend, memory_id: str) -> Iterator[None]:
-    """Another process's writer of ``memory_id``, holding its lock until the block ends."""
-    other = open_store(backend.data_dir, database=backend.database_url)
-    held, release, done = threading.Event(), threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with other.write():
-                other.lock_memory(memory_id)
-                held.set()
-                release.wait(30)
-        finally:
-            done.set()
-
-    thread = threading.Thread(target=hold)
-    thread.start()
-    try:
-        assert held.wait(30)
-        yield
-    finally:
-        release.set()
-        thread.join(30)
-        other.close()
 
 
 def _service(backend: Backend, wait: float) -> MemoryService:
