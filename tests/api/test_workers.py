@@ -49,6 +49,7 @@ BACKENDS = BOTH
 WORKERS = 4
 PER_WORKER = 16  # concurrent writers on each worker
 WRITES = 5  # writes per writer
+WAIT = 1.5  # --write-wait of the shared server (a writer then gets 503 and sends it again)
 _WORKER = re.compile(r'^palimpsest_worker_info\{worker="(\d+)"\} 1\.0$', re.MULTILINE)
 MERGE_KEY = "m" * 40
 ENV = {"PAL_MERGE_HMAC_KEYS": f"k={MERGE_KEY}"}
@@ -164,7 +165,9 @@ def world(module_backend: Backend) -> Iterator[dict[str, Any]]:
     backend = module_backend
     made = provision(backend.data_dir, [("alice", "human"), ("bob", "agent"), ("bot", "agent")],
                      database=backend.database_url)
-    server = start(backend.data_dir, "--workers", str(WORKERS), *backend.serve_args(), env=ENV)
+    # a short write wait: the busy test below waits it out once per worker
+    server = start(backend.data_dir, "--workers", str(WORKERS), "--write-wait", str(WAIT),
+                   *backend.serve_args(), env=ENV)
     try:
         assert len(server.announce["workers"]) == WORKERS
         yield {"server": server, "backend": backend, **made}
@@ -337,7 +340,7 @@ def test_kill_9_of_one_worker_loses_no_acknowledged_write(backend: Backend) -> N
                     acknowledged[key] = response.json()["id"]
                     if killed.is_set():
                         after_kill[worker] += 1
-                    if len(acknowledged) >= 150:
+                    if len(acknowledged) >= 80:
                         enough.set()
 
         threads = [threading.Thread(target=write, args=(w, s, c))
@@ -350,14 +353,14 @@ def test_kill_9_of_one_worker_loses_no_acknowledged_write(backend: Backend) -> N
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the others keep answering
             with lock:
-                if all(after_kill[w] >= 20 for w in clients if w != victim_index):
+                if all(after_kill[w] >= 5 for w in clients if w != victim_index):
                     break
             time.sleep(0.05)
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
         close_all(clients)
-        assert all(after_kill[w] >= 20 for w in clients if w != victim_index), after_kill
+        assert all(after_kill[w] >= 5 for w in clients if w != victim_index), after_kill
         # the supervisor started a worker in the dead one's place, and it answers
         replacement = _replacement(server, victim)
         assert replacement is not None, server.stderr()
@@ -392,31 +395,24 @@ def _replacement(server: Server, victim: int) -> int | None:
     return None
 
 
-def test_past_the_write_wait_every_worker_answers_503_with_retry_after(backend: Backend
+def test_past_the_write_wait_every_worker_answers_503_with_retry_after(world: dict[str, Any]
                                                                         ) -> None:
-    made = provision(backend.data_dir, [], database=backend.database_url)
-    server = start(backend.data_dir, "--workers", "2", "--write-wait", "0.3",
-                   *backend.serve_args())
-    token = made["owner"].token
-    try:
-        with server.client(token) as owner:
-            mid = ok(owner.post("/v1/memories", json={"name": "Busy"}))["id"]
-        clients = {w: c[0] for w, c in pinned_to(server, token, 2, 1).items()}
-        url = f"/v1/memories/{mid}/records"
-        with other_writer(backend, mid):  # another process writing, past every worker's wait
-            for client in clients.values():
-                refused = client.post(url, json={"content": "later"},
-                                      headers={"Idempotency-Key": "k1"})
-                error = err(refused, 503, "memory_unavailable")
-                assert refused.headers["retry-after"] == "1"
-                assert "busy" in error["message"] and "lock" not in error["message"]
-                ok(client.get(url))  # reads do not wait for the writer
-        answers = [ok(c.post(url, json={"content": "later"}, headers={"Idempotency-Key": "k1"}))
-                   for c in clients.values()]
-        assert answers[0] == answers[1]  # the retry wrote it once
-        with server.client(token) as reader:
-            assert len(every_record(reader, mid)) == 1
-        for client in clients.values():
-            client.close()
-    finally:
-        assert server.stop() == 0, server.stderr()
+    server, backend, token = world["server"], world["backend"], world["owner"].token
+    with server.client(token) as owner:
+        mid = ok(owner.post("/v1/memories", json={"name": "Busy"}))["id"]
+    clients = pinned(server, token, 1)
+    url = f"/v1/memories/{mid}/records"
+    with other_writer(backend, mid):  # another process writing, past every worker's wait
+        for group in clients.values():
+            refused = group[0].post(url, json={"content": "later"},
+                                    headers={"Idempotency-Key": "k1"})
+            error = err(refused, 503, "memory_unavailable")
+            assert refused.headers["retry-after"] == "1"
+            assert "busy" in error["message"] and "lock" not in error["message"]
+            ok(group[0].get(url))  # reads do not wait for the writer
+    answers = [ok(g[0].post(url, json={"content": "later"}, headers={"Idempotency-Key": "k1"}))
+               for g in clients.values()]
+    assert all(a == answers[0] for a in answers)  # the retries wrote it once
+    with server.client(token) as reader:
+        assert len(every_record(reader, mid)) == 1
+    close_all(clients)
