@@ -1,7 +1,7 @@
 """Cost of provenance: signing per remember, receipt verification, export and verify.
 
 Usage: ``.venv/bin/python bench/provenance.py [--remembers 2000] [--rounds 5]
-[--receipts 500] [--changesets 10000]``
+[--receipts 500] [--changesets 10000] [--no-import] [--only-export]``
 
 - ``signing``: ``remember`` through the service facade (the path every edge calls; one
   changeset, its projection and index, and now its signature, in one transaction) on one
@@ -13,7 +13,9 @@ Usage: ``.venv/bin/python bench/provenance.py [--remembers 2000] [--rounds 5]
   same two signatures each receipt holds (the receipt's and the changeset's), with the same
   cached verifier objects.
 - ``export``: ``pal export --git`` and ``pal verify DIR`` of a memory holding ``--changesets``
-  changesets (made with signing on), wall and CPU seconds.
+  changesets (made with signing on), wall and CPU seconds; then ``pal import --git`` of that
+  export into a fresh server (fetch into quarantine, measure, verify, promote) and whether
+  the two servers' rebuild digests are equal.
 
 Prints one JSON document; numbers go to docs/benchmarks.md with the load average.
 """
@@ -26,6 +28,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +36,7 @@ from palimpsest import canonical
 from palimpsest.identity import b64_nopad_decode, verifier
 from palimpsest.service import history
 from palimpsest.service.memories import MemoryService
-from palimpsest.service.provenance import receipt, signing
+from palimpsest.service.provenance import importer, receipt, signing
 from palimpsest.service.provenance import verify as export_verify
 
 
@@ -126,7 +129,7 @@ def receipt_rate(svc: MemoryService, caller: Any, mid: str, n: int) -> dict[str,
                                                    / (len(pairs) / 2 / (rc2 - rc)), 3)}
 
 
-def export_cost(root: Path, changesets: int) -> dict[str, Any]:
+def export_cost(root: Path, changesets: int, *, with_import: bool = True) -> dict[str, Any]:
     with MemoryService(root / "big") as svc:
         made = svc.bootstrap_owner()
         assert made is not None
@@ -139,9 +142,30 @@ def export_cost(root: Path, changesets: int) -> dict[str, Any]:
     vw, vc = _clocks()
     verified = export_verify.verify(root / "big.git")
     w2, c2 = _clocks()
-    return {"changesets": report["changesets"], "export_s_wall": round(w - wall, 2),
-            "export_s_cpu": round(c - cpu, 2), "verify_s_wall": round(w2 - vw, 2),
-            "verify_s_cpu": round(c2 - vc, 2), "verified": verified["changesets"]}
+    out = {"changesets": report["changesets"], "export_s_wall": round(w - wall, 2),
+           "export_s_cpu": round(c - cpu, 2), "verify_s_wall": round(w2 - vw, 2),
+           "verify_s_cpu": round(c2 - vc, 2), "verified": verified["changesets"]}
+    if with_import:
+        out["import"] = import_cost(root, changesets)
+    return out
+
+
+def import_cost(root: Path, changesets: int) -> dict[str, Any]:
+    """``pal import --git`` of the export into a fresh server (quarantine, verify, promote),
+    and whether both servers' rebuild digests are then equal."""
+    with MemoryService(root / "big") as svc:
+        keys = signing.trusted_keys(svc.provenance_keys())
+        digest = svc.rebuild()["digest_after"]
+    with MemoryService(root / "other") as svc:
+        assert svc.bootstrap_owner() is not None
+        budgets = replace(importer.DEFAULT_BUDGETS, max_events=changesets + 10)
+        wall, cpu = _clocks()
+        report = svc.import_git(root / "big.git", keys=keys, budgets=budgets)
+        w, c = _clocks()
+        equal = svc.rebuild()["digest_after"] == digest
+    return {"status": report["status"], "import_s_wall": round(w - wall, 2),
+            "import_s_cpu_this_process": round(c - cpu, 2),  # Git runs in subprocesses
+            "rebuild_digest_equal": equal}
 
 
 def main() -> None:
@@ -150,19 +174,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--receipts", type=int, default=500)
     parser.add_argument("--changesets", type=int, default=10000)
+    parser.add_argument("--no-import", action="store_true", help="skip the import timing")
+    parser.add_argument("--only-export", action="store_true",
+                        help="skip the signing and receipt parts")
     args = parser.parse_args()
     out: dict[str, Any] = {"load_average": os.getloadavg(), "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        with MemoryService(root / "data") as svc:
-            made = svc.bootstrap_owner()
-            assert made is not None
-            owner = svc.caller(made[0].id)
-            mid = svc.create_memory(owner, {"name": "bench"})["id"]
-            out["signing"] = signing_overhead(svc, owner, mid, args.remembers, args.rounds)
-            out["receipts"] = receipt_rate(svc, owner, mid, args.receipts)
+        if not args.only_export:
+            with MemoryService(root / "data") as svc:
+                made = svc.bootstrap_owner()
+                assert made is not None
+                owner = svc.caller(made[0].id)
+                mid = svc.create_memory(owner, {"name": "bench"})["id"]
+                out["signing"] = signing_overhead(svc, owner, mid, args.remembers, args.rounds)
+                out["receipts"] = receipt_rate(svc, owner, mid, args.receipts)
         if args.changesets:
-            out["export"] = export_cost(root, args.changesets)
+            out["export"] = export_cost(root, args.changesets, with_import=not args.no_import)
     out["load_average_after"] = os.getloadavg()
     print(json.dumps(out, indent=2))
 

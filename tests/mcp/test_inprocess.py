@@ -55,10 +55,10 @@ def _schema_cases(memory: str, record: str) -> list[tuple[str, dict[str, Any], s
          "memory_invalid: `text` must be at most 4000 characters"),
         ("memory_recall", {**recall, "lmit": 5},
          "memory_invalid: `lmit` is not an argument of memory_recall; send only memory, "
-         "query, text, filters, types, depth, limit, include"),
+         "query, text, filters, types, depth, limit, include, provenance"),
         ("memory_recall", {**recall, "lim\u202eit": 5},
          "memory_invalid: `lim?it` is not an argument of memory_recall; send only memory, "
-         "query, text, filters, types, depth, limit, include"),
+         "query, text, filters, types, depth, limit, include, provenance"),
         ("memory_graph", {"memory": memory, "hops": 4},
          "memory_invalid: `hops` must be an integer from 0 to 3"),
         ("memory_get", {"memory": memory, "record": record, "version": 1},

@@ -31,6 +31,7 @@ from palimpsest.hn.envelope import VerifiedMemory
 from palimpsest.identity import Identity, export_document, identity_from_seed
 from palimpsest.mcp import render
 from palimpsest.mcp.handlers import HANDLERS, ToolEnv
+from tests.hn.clirun import pal, refused
 from tests.hn.recall_helpers import new_repo, remember
 
 from .world import PAL
@@ -248,7 +249,9 @@ def _fill(value: Any, slots: dict[str, str]) -> Any:
     return value
 
 
-def test_hostile_requests_are_refused_before_anything_is_appended(tmp_path: Path) -> None:
+def test_hostile_requests_are_refused_before_anything_is_appended(
+    tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]
+) -> None:
     path, bobs = _repository(tmp_path / "repo", tmp_path)
     mine = remember(store.open_repository(path), ALICE, "Alice's decision", kind="decision")
     head = _head(path)
@@ -280,9 +283,10 @@ def test_hostile_requests_are_refused_before_anything_is_appended(tmp_path: Path
         request = case["arguments"]["request"]
         document = request.encode("utf-8", "surrogatepass") if isinstance(request, str) \
             else json.dumps(request).encode()
-        done = _cli(path, case["cli"], document)
-        assert done.returncode == 1 and done.stdout == b"", case["name"]
-        assert case["refusal"] in done.stderr.decode(), (case["name"], done.stderr)
+        # in-process (the refusal comes before any clock is read): `pal memory … --input -`
+        done = pal(capsysbinary, "memory", "--repo", str(path), *case["cli"], "--input", "-",
+                   "--json", stdin=document)
+        assert case["refusal"] in refused(done), (case["name"], done.err)
     assert _snapshot(path) == before
 
 

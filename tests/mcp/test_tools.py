@@ -70,7 +70,8 @@ def test_every_schema_uses_the_shared_memory_property() -> None:
         ("memory_list", ["memory"], []),
         (
             "memory_recall",
-            ["memory", "query", "text", "filters", "types", "depth", "limit", "include"],
+            ["memory", "query", "text", "filters", "types", "depth", "limit", "include",
+             "provenance"],
             ["memory"],
         ),
         ("memory_graph", ["memory", "record", "hops", "types", "include"], ["memory"]),

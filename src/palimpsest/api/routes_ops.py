@@ -48,11 +48,16 @@ async def prime(
     ctx: Context,
     budget: Annotated[int, Query(ge=1, le=1_000_000, description="Token budget")] = 4000,
     include: Provenance = None,
+    provenance: Annotated[str | None, Query(
+        min_length=1, max_length=400, description="a provenance filter: any, or "
+        "reviewed_by_other,written_by:human|agent,signed_by:<key>,unreviewed_agents:false"
+    )] = None,
 ) -> Response:
     """Standing records (active, ``attributes.standing`` true) within a token budget — a
-    project extension the requirements add to the chapter (uhp-memories.md §10)."""
+    project extension the requirements add to the chapter (uhp-memories.md §10). In a memory
+    that requires review an agent's unreviewed write is left out unless ``provenance=any``."""
     return json_response(await ctx.run.run(ctx.svc.prime, ctx.caller, memory_id, budget,
-                                           include=include))
+                                           include=include, provenance=provenance))
 
 
 @router.get("/v1/memories/{memory_id}/queries", tags=["queries"], responses=ok("QueryList"),

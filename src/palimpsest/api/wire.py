@@ -206,6 +206,19 @@ Types = Annotated[list[TypeName], Field(max_length=32)]
 Instant = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 
 
+class TrustFilter(Strict):
+    """A provenance filter (docs/provenance.md "Trust you can filter by"): what a record's
+    version must have to be admitted."""
+
+    reviewed_by_other: bool | None = None
+    written_by: Literal["human", "agent"] | None = None
+    signed_by: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    unreviewed_agents: bool | None = None
+
+
+TrustText = Annotated[str, StringConstraints(min_length=1, max_length=400)]
+
+
 class Recall(Strict):
     """``POST /v1/memories/{id}/recall``: at least one of query, text, filters (service → 422)."""
 
@@ -219,6 +232,8 @@ class Recall(Strict):
     limit: Annotated[int, Field(ge=1, le=bounds.MAX_RECALL_LIMIT)] | None = None
     # Extension (docs/memory-git.md): also return the caller's own memory pending review.
     include_pending: bool | None = Field(default=None, alias="x.pal.include_pending")
+    # Extension (docs/provenance.md): only records whose provenance has what it names.
+    provenance: TrustFilter | TrustText | None = Field(default=None, alias="x.pal.provenance")
 
 
 class Graph(Strict):

@@ -241,14 +241,18 @@ def get_job(memory_id: str, job_id: str) -> Call[Job]:
 def recall(memory_id: str, text: str | None = None, *, query: str | None = None,
            filters: Json | None = None, types: Sequence[str] | None = None,
            depth: int | None = None, limit: int | None = None, as_of: str | None = None,
-           include: str | None = None, include_pending: bool | None = None
-           ) -> Call[RecallResult]:
-    """Ask a memory and every readable memory below it; each hit names its memory."""
+           include: str | None = None, include_pending: bool | None = None,
+           provenance: Json | str | None = None) -> Call[RecallResult]:
+    """Ask a memory and every readable memory below it; each hit names its memory.
+    ``provenance``: a trust filter (``{"reviewed_by_other": true, "written_by": "human",
+    "signed_by": key}`` or its string form; docs/provenance.md)."""
     body = body_of(text=text, query=query, filters=filters,
                    types=list(types) if types is not None else None, depth=depth, limit=limit,
                    as_of=as_of, include=include)
     if include_pending is not None:
         body["x.pal.include_pending"] = include_pending
+    if provenance is not None:
+        body["x.pal.provenance"] = provenance
     return Call("POST", f"{_m(memory_id)}/recall", body=body)
 
 
@@ -260,9 +264,14 @@ def graph(memory_id: str, *, around: str | None = None, hops: int | None = None,
         limit=limit))
 
 
-def prime(memory_id: str, budget: int) -> Call[Prime]:
-    """The memory's standing records within ``budget`` tokens, fenced as data."""
-    return Call("GET", f"{_m(memory_id)}/prime", query={"budget": budget})
+def prime(memory_id: str, budget: int, *, provenance: str | None = None) -> Call[Prime]:
+    """The memory's standing records within ``budget`` tokens, fenced as data; ``provenance``
+    a trust filter's string form (``any``: also unreviewed agent writes where review is
+    required)."""
+    query: dict[str, Any] = {"budget": budget}
+    if provenance is not None:
+        query["provenance"] = provenance
+    return Call("GET", f"{_m(memory_id)}/prime", query=query)
 
 
 # --- queries, snapshots, consolidations, harnesses -----------------------------------------------

@@ -140,6 +140,7 @@ def memory_recall(env: ToolEnv, args: dict[str, Any]) -> Any:
     _put(body, "depth", _int(args, "depth"))
     _put(body, "include", _strs(args, "include"))
     _put(body, "limit", _int(args, "limit"))
+    _put(body, "x.pal.provenance", _obj(args, "provenance"))
     return env.service.recall(env.caller, _memory(args), body)
 
 

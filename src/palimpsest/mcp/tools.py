@@ -83,6 +83,14 @@ def _uhp(name: str, description: str, props: dict[str, Any], required: tuple[str
 
 
 REMEMBER_TYPES = ("fact", "note", "procedure", "link", "entity")
+PROVENANCE_FILTER_PROP = {
+    "type": "object", "additionalProperties": False,
+    "description": "Only records whose provenance has all of this: reviewed_by_other (a "
+                   "reviewer other than the writer admitted it), written_by human|agent, "
+                   "signed_by a key id or public key.",
+    "properties": {"reviewed_by_other": {"type": "boolean"},
+                   "written_by": {"type": "string", "enum": ["human", "agent"]},
+                   "signed_by": {"type": "string", "maxLength": 128}}}
 
 UHP_TOOLS: tuple[ToolSpec, ...] = (
     _uhp("memory_list",
@@ -99,7 +107,7 @@ UHP_TOOLS: tuple[ToolSpec, ...] = (
           "types": _TYPES, "depth": {"type": "integer", "minimum": 0, "maximum": 1000},
           "limit": {"type": "integer", "minimum": RECALL_LIMIT[0], "maximum": RECALL_LIMIT[1],
                     "default": 8},
-          "include": INCLUDE_PROP},
+          "include": INCLUDE_PROP, "provenance": PROVENANCE_FILTER_PROP},
          ("memory",)),
     _uhp("memory_graph",
          "Records and the references between them, around one record or across a memory.",

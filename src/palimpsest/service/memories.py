@@ -31,6 +31,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from palimpsest.hn.replication.selection import Budgets
 from palimpsest.service import admin as admin_mod
@@ -67,6 +68,7 @@ from palimpsest.service.ops import (
     tree,
 )
 from palimpsest.service.provenance import members as provenance
+from palimpsest.service.provenance import trust
 from palimpsest.service.provenance.keys import ServerKeys
 from palimpsest.service.provenance.receipts import Receipts, split_include
 from palimpsest.service.storage import WRITE_WAIT_SECONDS, open_store
@@ -431,13 +433,22 @@ class MemoryService:
         answer = records.get_record(self._core, caller, memory_id, record_id, as_of)
         return self._with_receipts(caller, answer, receipts)
 
-    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
-        if not wanted:
-            return answer
+    def _receipt_maker(self) -> Receipts:
         if self._receipts is None:
             self._receipts = Receipts(self._core, self.server_keys,
                                       self._store.review_store)
-        return self._receipts.attach(caller, answer)
+        return self._receipts
+
+    def _with_receipts(self, caller: Caller, answer: Wire, wanted: bool) -> Wire:
+        if not wanted:
+            return answer
+        return self._receipt_maker().attach(caller, answer)
+
+    def _judge(self, wanted: trust.TrustFilter | None) -> trust.Judge | None:
+        """What admits a record under a provenance filter (``None``: everything)."""
+        if wanted is None or wanted.empty:
+            return None
+        return trust.Judge(self._core, self._receipt_maker().review_of, wanted)
 
     def _body_include(self, body: Wire) -> tuple[Wire, bool]:
         """A read body's ``include`` less ``provenance`` (what the operation knows)."""
@@ -506,21 +517,31 @@ class MemoryService:
 
         Reads accepted memory. With ``"x.pal.include_pending": true`` the answer also carries
         ``x.pal.pending``: the caller's own memories still waiting for review (its
-        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``."""
+        ``refs/agents/<member>/main`` beyond accepted memory), kept apart from ``results``.
+        ``x.pal.provenance`` admits only records whose provenance has what it names
+        (:mod:`.provenance.trust`); the answer repeats the filter it applied."""
         body, receipts = self._body_include(body)
         if receipts:
             return self._with_receipts(caller, self.recall(caller, memory_id, body), True)
+        admit, applied = None, None
+        asked = isinstance(body, dict) and trust.FIELD in body
+        if isinstance(body, dict) and trust.FIELD in body:
+            body = dict(body)
+            wanted = trust.parse(body.pop(trust.FIELD))
+            judge = self._judge(wanted)
+            admit, applied = (judge.admits if judge else None), wanted
+        flag = None
         if isinstance(body, dict) and "x.pal.include_pending" in body:
             body = dict(body)
             flag = body.pop("x.pal.include_pending")
-            answer = recall.recall(self._core, caller, memory_id, body)
-            if flag is True:
-                words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
-                answer["x.pal.pending"] = self._review_gate().pending(
-                    f"member:{caller.member.id}", memory_id, words,
-                    int(body.get("limit") or 8))
-            return answer
-        return recall.recall(self._core, caller, memory_id, body)
+        answer = recall.recall(self._core, caller, memory_id, body, admit)
+        if asked:
+            answer[trust.FIELD] = applied.to_wire() if applied else None
+        if flag is True:
+            words = " ".join(str(body.get(k) or "") for k in ("query", "text")).strip()
+            answer["x.pal.pending"] = self._review_gate().pending(
+                f"member:{caller.member.id}", memory_id, words, int(body.get("limit") or 8))
+        return answer
 
     def graph(self, caller: Caller, memory_id: str, body: Wire) -> Wire:
         """``POST /v1/memories/{id}/graph`` (read) → ``memory.graph`` (§8); ``include:
@@ -530,14 +551,25 @@ class MemoryService:
                                    receipts)
 
     def prime(self, caller: Caller, memory_id: str, budget: int, *,
-              include: str | list[str] | None = None) -> Wire:
+              include: str | list[str] | None = None, provenance: Any = None) -> Wire:
         """``GET /v1/memories/{id}/prime?budget=N`` (read) → ``{object:"memory.prime",
         memory_id, text, tokens, budget, records:[ids], truncated}``: standing records
         (active, ``attributes.standing`` true) within ``budget`` tokens; ``include:
-        provenance`` adds ``provenance``, a receipt per placed record."""
+        provenance`` adds ``provenance``, a receipt per placed record. ``provenance``: a
+        filter (:mod:`.provenance.trust`); by default, in a memory that requires review, an
+        agent's write that no review admitted is left out (``"any"``: everything)."""
         _, receipts = split_include(include)
-        return self._with_receipts(caller, prime.prime(self._core, caller, memory_id, budget),
-                                   receipts)
+        if provenance is None:
+            wanted: trust.TrustFilter | None = trust.TrustFilter(
+                unreviewed_agents=not self._review_gate().requires_review(memory_id, "agent"))
+        else:
+            wanted = trust.parse(provenance)
+        judge = self._judge(wanted)
+        answer = prime.prime(self._core, caller, memory_id, budget,
+                             judge.admits if judge else None)
+        if judge is not None:  # says which records it left out by their provenance
+            answer[trust.FIELD] = judge.wanted.to_wire()
+        return self._with_receipts(caller, answer, receipts)
 
     def prime_preview(self, caller: Caller, memory_id: str, budget: int,
                       proposal_id: str) -> Wire:

@@ -29,6 +29,9 @@ def keeps_media(media_type: str) -> bool:
     return any(fnmatchcase(base, pattern) for pattern in KEPT_MEDIA)
 
 
+TRUST_FILTERS = ("reviewed_by_other", "written_by", "signed_by", "unreviewed_agents")
+
+
 def capability_document() -> Wire:
     """The document served at ``GET /v1/memories/providers``."""
     return {
@@ -53,6 +56,10 @@ def capability_document() -> Wire:
         "graph": {"entities": "stated"},
         "content": {"media": list(KEPT_MEDIA), "bytes": "kept", "describes": []},
         "limits": {"recall_memories": MAX_RECALL_MEMORIES, "file_bytes": MAX_FILE_BYTES},
+        # Trust you can filter by (docs/provenance.md): recall's body x.pal.provenance and
+        # prime's provenance parameter; prime's default in a memory that requires review.
+        "x.pal.provenance": {"recall": True, "prime": True, "filters": list(TRUST_FILTERS),
+                             "prime_default_when_review_required": "unreviewed_agents:false"},
     }
 
 
@@ -84,6 +91,10 @@ def repository_capability_document() -> Wire:
         "limits": {"recall_memories": MAX_RECALL_MEMORIES},
         "x.pal.source": "hn-memory/0",
         "x.pal.read_only": True,
+        # The filter applies, but nothing of a repository is reviewed or signed by this
+        # service: reviewed_by_other and signed_by leave its memories out.
+        "x.pal.provenance": {"recall": True, "prime": False, "filters": list(TRUST_FILTERS),
+                             "reviewed_or_signed_here": False},
     }
 
 

@@ -171,6 +171,18 @@ def apply(repo: pygit2.Repository, edit: str) -> None:
                "author mallory 1700000000 +0000\ncommitter mallory 1700000000 +0000\n\n"
                "no email\n").encode()
         repo.references[tip].set_target(repo.write(pygit2.GIT_OBJECT_COMMIT, raw))
+    elif edit == "signature-not-json":
+        _rewrite(repo, tip, lambda r, f, m, p: ({**f, layout.SIGNATURES: b"[{'role': 1}]"},
+                                                m, p))
+    elif edit == "ref-not-commit":
+        repo.references[tip].set_target(repo.create_blob(b"not a commit"))
+    elif edit == "keys-stranger":
+        def keys_only(f: Files) -> Files:
+            who = new_identity("stranger")
+            return {**f, layout.KEYS: canonical.encode(signing.published_keys([
+                signing.key_entry(who.public_key_text, status="active",
+                                  created_at="2026-01-01T00:00:00Z")]))}
+        _statement(repo, keys_only)
     elif edit == "deep-bytes":
         _deep(repo, tip)
     elif edit != "none":

@@ -1,10 +1,14 @@
 # ruff: noqa: E501, UP031 - seed tables read best one case per line (JSON templates: % keeps braces single)
-"""Fuzz target ``record_request``: ``pal memory record|handoff --input`` (``RecordRequestV0``).
+"""Fuzz target ``record_request``: the strict request documents of ``pal memory … --input`` and
+of the MCP write tools (``RecordRequestV0``, ``LifecycleRequestV0``).
 
 Input: the bytes of a request file, parsed by :func:`palimpsest.hn.author.parse_record_request`
 as ``pal memory record --input`` does and, again, as ``pal memory handoff --at … --input``
 does; an accepted request then becomes the envelope the CLI would sign
-(:func:`encode_envelope` for Alice's stream, the same validation ``author.append`` runs).
+(:func:`encode_envelope` for Alice's stream, the same validation ``author.append`` runs). The
+same bytes are parsed as a retract and as a challenge request
+(:func:`palimpsest.hn.submit.parse_lifecycle_request`) and an accepted one signed as that
+operation against a fixed target.
 
 Expected refusals: ``InvalidInput`` with code ``invalid-json``, ``invalid-request`` or
 ``invalid-memory`` (the envelope rules); ``Forbidden`` with ``actor-mismatch`` when the request
@@ -12,7 +16,9 @@ names another actor. Anything else is a finding.
 
 Oracle for an accepted request: the signed bytes decode (``decode_envelope``) back to the same
 record, handoff mode fills and keeps ``--at``/``--applies``, topics come out trimmed, lower-cased,
-sorted and unique, and a request written back from the record parses to the same record.
+sorted and unique, and a request written back from the record parses to the same record. For a
+lifecycle request: a retract never carries evidence, the reason comes out trimmed and
+lower-cased, and the signed envelope decodes to the same operation, target, reason and evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ with instrumented():
         encode_envelope,
         record_wire,
     )
+    from palimpsest.hn.submit import LifecycleRequest, parse_lifecycle_request
+    from palimpsest.text import to_lower, trim_space
     from tests.adversarial.fuzz.builder import ALICE, ANCHOR, TIMESTAMP
 
 PARSE_REFUSALS = refusals({InvalidInput: {"invalid-json", "invalid-request", "invalid-memory"}})
@@ -41,6 +49,7 @@ SIGN_REFUSALS = refusals(
     {InvalidInput: {"invalid-memory"}, Forbidden: {"actor-mismatch"}}
 )
 HANDOFF_AT = "e" * 40
+TARGET_ID = "sha256:" + "ab" * 32
 
 
 def _envelope(request: RecordRequest) -> Envelope:
@@ -69,7 +78,31 @@ def _signed(request: RecordRequest) -> None:
     check(reparsed.record == request.record, "a request written from the record parses differently")
 
 
+def _lifecycle(data: bytes, operation: str) -> None:
+    parsed = PARSE_REFUSALS.attempt(parse_lifecycle_request, data, operation)
+    if isinstance(parsed, Refused):
+        return
+    assert isinstance(parsed, LifecycleRequest)
+    check(operation == "challenge" or not parsed.evidence, "a retract carried evidence")
+    check(parsed.reason == to_lower(trim_space(parsed.reason)), "reason is not normalised")
+    envelope = Envelope(
+        protocol=PROTOCOL, operation=operation, actor=ALICE.actor, actor_name=ALICE.name,
+        public_key=ALICE.public_key_text, stream=parsed.stream or default_stream(ALICE.actor),
+        sequence=1, timestamp=TIMESTAMP, target=TARGET_ID, reason=parsed.reason,
+        evidence=parsed.evidence,
+    )  # fmt: skip
+    payload = SIGN_REFUSALS.attempt(lambda: encode_envelope(envelope))
+    if isinstance(payload, Refused):
+        return
+    again = decode_envelope(payload)
+    check((again.operation, again.target, again.reason, again.evidence)
+          == (operation, TARGET_ID, parsed.reason, parsed.evidence),
+          "the signed lifecycle envelope does not carry the request")
+
+
 def one_input(data: bytes) -> None:
+    _lifecycle(data, "retract")
+    _lifecycle(data, "challenge")
     plain = PARSE_REFUSALS.attempt(parse_record_request, data)
     if not isinstance(plain, Refused):
         _signed(plain)
@@ -104,6 +137,10 @@ def seeds() -> list[tuple[str, bytes]]:
             _OK.replace("observation", "attempt").replace('"evidence"', '"attemptOutcome":"ok","evidence"'),
             _HANDOFF.replace('}}', '},"anchor":{"commit":"%s"}}' % ("e" * 40)),
             _OK + "\n", _OK + " x",
+            '{"version":0,"reason":" Incorrect "}', '{"version":0,"reason":"incorrect","evidence":[]}',
+            '{"version":0,"reason":"evidence-mismatch","evidence":["git:%s"]}' % ANCHOR,
+            '{"version":0,"reason":"bad reason!"}', '{"version":0}',
+            '{"version":0,"reason":"incorrect","actor":"%s","stream":"sha256:%s"}' % (ALICE.actor, "0" * 64),
         ]),
     ]  # fmt: skip
 
@@ -115,9 +152,11 @@ TARGET = Target(
     seeds=seeds,
     classes=("A1", "A2", "F22"),
     runs=20_000,
-    summary="pal memory record|handoff --input: RecordRequestV0 to a signed envelope",
+    summary="pal memory record|handoff|supersede|retract|challenge --input (and the MCP write "
+            "tools): request documents to a signed envelope",
     dictionary=(b'"handoff":{', b'"attemptOutcome":"', b'"subject":"issue:sha256:',
-                b'"mode":"subject"', b'"stream":"sha256:', b'"actor":"', b'"paths":[{"path":"'),
+                b'"mode":"subject"', b'"stream":"sha256:', b'"actor":"', b'"paths":[{"path":"',
+                b'"reason":"'),
 )
 
 if __name__ == "__main__":

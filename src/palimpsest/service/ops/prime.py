@@ -4,7 +4,7 @@ preview of it after a merge that has not happened yet."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from palimpsest import canonical
@@ -77,12 +77,15 @@ def _block(memory: Memory, children: Iterable[Memory], records: Sequence[Wire],
             "budget": budget, "records": placed, "truncated": truncated}
 
 
-def prime(core: Core, caller: Caller, memory_id: str, budget: Any) -> Wire:
-    """Standing records within a token budget, fenced as data."""
+def prime(core: Core, caller: Caller, memory_id: str, budget: Any,
+          admit: Callable[[RecordVersion], bool] | None = None) -> Wire:
+    """Standing records within a token budget, fenced as data; ``admit``: what a record must
+    also satisfy (a provenance filter)."""
     budget = wire.integer(budget, "budget", lo=1, hi=1_000_000)
     with core.store.read():
         view, m = core.resolve(caller, memory_id, "read")
-        recs = [core.render(view, core.version(r)) for r in core.store.standing_rows(memory_id)]
+        versions = [core.version(r) for r in core.store.standing_rows(memory_id)]
+        recs = [core.render(view, v) for v in versions if admit is None or admit(v)]
         kids = [view.tree.nodes[c] for c in view.readable_children(memory_id)]
     return _block(m, kids, recs, budget)
 

@@ -20,7 +20,7 @@ this runs; nothing here widens it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -33,6 +33,7 @@ from palimpsest.service.ops.tree import navigation
 from palimpsest.service.wire import AllOf, AnyOf, Cond, Filter, RecallRequest
 
 ASKABLE_SIGNALS: Final = ("query", "text", "filters")
+Admit = Callable[[RecordVersion], bool]
 SCAN_CAP: Final = 5000  # candidates examined per recall before reporting a partial scan
 
 
@@ -175,8 +176,11 @@ def _cond(c: Cond, rec: RecordVersion) -> bool:
 
 
 # --- recall --------------------------------------------------------------------------------
-def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
-    """``POST /v1/memories/{id}/recall`` over the readable subtree."""
+def recall(core: Core, caller: Caller, memory_id: str, body: Wire,
+           admit: Admit | None = None) -> Wire:
+    """``POST /v1/memories/{id}/recall`` over the readable subtree; ``admit``: what else a
+    record must satisfy (the provenance filter of :mod:`palimpsest.service.provenance.trust`),
+    applied with the filters, before ranking cuts the answer."""
     req = wire.recall_request(body)
     with core.store.read():
         view, m = core.resolve(caller, memory_id, "read")
@@ -188,7 +192,7 @@ def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
         # Mounted repositories in the reach (already judged readable, as every memory) are
         # asked by their own provider; the store searches the rest.
         paths = mounts.mounted(core.store, reach)
-        found, partial = search(core, req, [x for x in reach if x not in paths])
+        found, partial = search(core, req, [x for x in reach if x not in paths], admit)
         if partial:
             degraded.append(f"filters:scanned_{SCAN_CAP}_candidates")
         results = [{"record": core.render(view, rec),
@@ -202,7 +206,7 @@ def recall(core: Core, caller: Caller, memory_id: str, body: Wire) -> Wire:
     sources = [results]
     for mid, path in paths.items():
         recs, missing = mounts.search(
-            path, mid, req, lambda rec: req.filters is None or matches(req.filters, rec))
+            path, mid, req, lambda rec: keeps(req, admit, rec))
         degraded += missing
         sources.append([{"record": rec.to_wire([]),
                          "memory": {"id": mid, "name": view.tree.nodes[mid].name},
@@ -227,7 +231,12 @@ def interleave(sources: Sequence[Sequence[Wire]], limit: int) -> list[Wire]:
     return out[:limit]
 
 
-def search(core: Core, req: wire.RecallRequest, reach: list[str]
+def keeps(req: wire.RecallRequest, admit: Admit | None, rec: RecordVersion) -> bool:
+    """The request's filters and ``admit`` both hold for ``rec``."""
+    return (req.filters is None or matches(req.filters, rec)) and (admit is None or admit(rec))
+
+
+def search(core: Core, req: wire.RecallRequest, reach: list[str], admit: Admit | None = None
            ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """Candidates → filters → re-rank → the first ``limit``; also returns whether a scan was
     cut short (reported in ``degraded``)."""
@@ -238,9 +247,9 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
     if not reach:
         return out, False
     if req.as_of is not None:
-        return _scan_as_of(core, req, reach, terms, statuses)
+        return _scan_as_of(core, req, reach, terms, statuses, admit)
     if terms:
-        return _lexical(core, req, reach, terms, statuses)
+        return _lexical(core, req, reach, terms, statuses, admit)
     # Filters alone: newest first, in chunks, until enough match or the scan cap is reached.
     ns = core.store.newest_ns(reach, statuses, SCAN_CAP + 1)
     partial = len(ns) > SCAN_CAP
@@ -251,15 +260,15 @@ def search(core: Core, req: wire.RecallRequest, reach: list[str]
             rec = core.version(row)
             if req.types is not None and rec.body.type not in req.types:
                 continue
-            if req.filters is not None and matches(req.filters, rec):
+            if req.filters is not None and keeps(req, admit, rec):
                 out.append((rec, None, False))
                 if len(out) == wanted:
                     return out, False
     return out, partial
 
 
-def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-             statuses: tuple[str, ...]
+def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],  # noqa: PLR0917
+             statuses: tuple[str, ...], admit: Admit | None
              ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """BM25 candidates (bounded, rarest terms first), filtered, re-ranked by search.rank."""
     # A word no record in reach holds is also looked for as its nearest vocabulary terms in
@@ -279,17 +288,18 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
         hits = core.store.search(kept, reach, statuses, req.types, want, scanned,
                                  POSTINGS_BOUND if bounded else None)
         scanned += len(hits)
-        if req.filters is not None:
+        judged = req.filters is not None or admit is not None
+        if judged:
             # Filters need the record itself; only then are candidates loaded before ranking.
             rows = {r.n: r for r in core.store.current_rows([h[0] for h in hits])}
         for hit in hits:
             n, key = hit.n, str(hit.n)
-            if req.filters is not None:
+            if judged:
                 row = rows.get(n)
                 if row is None:
                     continue
                 rec = core.version(row)
-                if not matches(req.filters, rec):
+                if not keeps(req, admit, rec):
                     continue
                 loaded[key] = rec
             cands[key] = rank.Candidate(key, hit.text, hit.score, when=hit.when,
@@ -314,8 +324,8 @@ def _lexical(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[
     return out, not exhausted and len(out) < req.limit
 
 
-def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],
-                statuses: tuple[str, ...]
+def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: list[str],  # noqa: PLR0917
+                statuses: tuple[str, ...], admit: Admit | None
                 ) -> tuple[list[tuple[RecordVersion, float | None, bool]], bool]:
     """``as_of`` recall reads versions current at the instant (no index holds the past)."""
     at = req.as_of or ""
@@ -326,7 +336,7 @@ def _scan_as_of(core: Core, req: wire.RecallRequest, reach: list[str], terms: li
         rec = core.version(row, as_of=at)
         if rec.status not in statuses or (req.types and rec.body.type not in req.types):
             continue
-        if req.filters is not None and not matches(req.filters, rec):
+        if not keeps(req, admit, rec):
             continue
         if terms:
             s = lexical_score(terms, rec.body.text)

@@ -104,7 +104,7 @@ class Receipts:
             raise invalid("the record's version is not in this memory's history")
         data, ref_name, op = self._made_of(row.changeset_id, str(record["id"]))
         sigs = tuple(store.signatures([row.changeset_id]).get(row.changeset_id, ()))
-        review = self._review_of(str(record["memory_id"]), row.changeset_id) \
+        review = self.review_of(str(record["memory_id"]), row.changeset_id) \
             if ref_name != SHARED_MAIN else None
         made = receipt.Made(row.changeset_id, ref_name, data, op, row.body_digest, sigs, review)
         return receipt.build(record, made, self._core.now_iso(), self._keys.active())
@@ -128,8 +128,9 @@ class Receipts:
                 return data, cs.ref_name, i
         return data, cs.ref_name, 0
 
-    def _review_of(self, memory_id: str, cid: str) -> Wire | None:
-        """How the advance that admitted ``cid`` onto ``refs/shared/main`` was authorised."""
+    def review_of(self, memory_id: str, cid: str) -> Wire | None:
+        """How the advance that admitted ``cid`` onto ``refs/shared/main`` was authorised
+        (``None``: no review admitted it)."""
         review = self._review()
         with self._lock:
             state = self._admitted.setdefault(memory_id, _Admitted())
