@@ -1,9 +1,13 @@
-"""A lean HTTP/1.1 load generator for ``remember``: keep-alive sockets, one request in flight
-on each, driven by one ``selectors`` loop in its own process.
+"""A lean HTTP/1.1 load generator for ``remember`` (or ``recall``): keep-alive sockets, one
+request in flight on each, driven by one ``selectors`` loop in its own process.
 
 Usage (``bench/service.py`` starts it as a subprocess)::
 
     .venv/bin/python bench/http_load.py URL TOKEN MEMORY_ID --clients 8 --writes 2000 --seed 1
+    .venv/bin/python bench/http_load.py URL TOKEN MEMORY_ID --clients 8 --writes 2000 \
+        --recall QUERIES.json   # recalls instead: {"text": query, "limit": 8}, queries cycled
+
+With ``--recall`` the line also holds each request's latency (send to last byte) as p50/p99.
 
 A load generator that is itself the bottleneck measures the client, not the server: httpx
 clients in threads cost about as much CPU per request as the server does, on the same two
@@ -42,6 +46,17 @@ def _requests(host: str, path: str, token: str, count: int, *, rng: random.Rando
     return out
 
 
+def _recalls(host: str, path: str, token: str, queries: list[str], *, count: int,
+             offset: int) -> list[bytes]:
+    out = []
+    for n in range(count):
+        body = json.dumps({"text": queries[(offset + n) % len(queries)], "limit": 8}).encode()
+        head = (f"POST {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        out.append(head.encode("latin-1") + body)
+    return out
+
+
 class _Conn:
     """One keep-alive connection with at most one request in flight."""
 
@@ -52,10 +67,13 @@ class _Conn:
         self.queue = queue
         self.buf = b""
         self.done = 0
+        self.sent_at = 0.0
+        self.latencies: list[float] = []
 
     def send_next(self) -> bool:
         if not self.queue:
             return False
+        self.sent_at = time.perf_counter()
         self.sock.sendall(self.queue.pop())  # small requests: the socket buffer takes them
         return True
 
@@ -78,23 +96,31 @@ class _Conn:
         status = head.split(" ", 2)[1]
         body = self.buf[end + 4:end + 4 + length]
         if status != "200" or not body.startswith(b"{"):
-            raise SystemExit(f"remember failed: {status} {body[:200]!r}")
+            raise SystemExit(f"request failed: {status} {body[:200]!r}")
+        self.latencies.append((time.perf_counter() - self.sent_at) * 1000)
         self.buf = self.buf[end + 4 + length:]
         self.done += 1
         return True
 
 
-def run(url: str, token: str, memory_id: str, *, clients: int, writes: int, seed: int
-        ) -> dict[str, float | int]:
-    """Send ``writes`` remembers over ``clients`` connections; returns timings."""
+def run(url: str, token: str, memory_id: str, *, clients: int, writes: int, seed: int,
+        recall: list[str] | None = None) -> dict[str, float | int]:
+    """Send ``writes`` remembers (or recalls of ``recall``'s queries) over ``clients``
+    connections; returns timings."""
     parts = urlsplit(url)
     address = (parts.hostname or "127.0.0.1", parts.port or 80)
     rng = random.Random(seed)
     per = writes // clients
     tag = f"{seed}-{time.time_ns()}"
-    path = f"/v1/memories/{memory_id}/records"
-    conns = [_Conn(address, _requests(parts.netloc, path, token, per, rng=rng, tag=f"{tag}-{i}"))
-             for i in range(clients)]
+    if recall is not None:
+        path = f"/v1/memories/{memory_id}/recall"
+        conns = [_Conn(address, _recalls(parts.netloc, path, token, recall, count=per,
+                                                  offset=i * per))
+                 for i in range(clients)]
+    else:
+        path = f"/v1/memories/{memory_id}/records"
+        conns = [_Conn(address, _requests(parts.netloc, path, token, per, rng=rng,
+                                          tag=f"{tag}-{i}")) for i in range(clients)]
     sel = selectors.DefaultSelector()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
@@ -115,8 +141,13 @@ def run(url: str, token: str, memory_id: str, *, clients: int, writes: int, seed
     cpu = time.process_time() - cpu0
     for c in conns:
         c.sock.close()
-    return {"writes": per * clients, "seconds": elapsed, "client_cpu_s": cpu,
-            "clients": clients}
+    out: dict[str, float | int] = {"writes": per * clients, "seconds": elapsed,
+                                   "client_cpu_s": cpu, "clients": clients}
+    if recall is not None:
+        lat = sorted(x for c in conns for x in c.latencies)
+        out["p50_ms"] = round(lat[len(lat) // 2], 2)
+        out["p99_ms"] = round(lat[min(len(lat) - 1, int(0.99 * len(lat)))], 2)
+    return out
 
 
 def main() -> None:
@@ -127,9 +158,16 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--recall", default=None,
+                        help="a JSON file of query texts: send recalls instead of remembers")
     args = parser.parse_args()
+    queries = None
+    if args.recall is not None:
+        with open(args.recall, encoding="utf-8") as f:
+            queries = [str(q) for q in json.load(f)]
     sys.stdout.write(json.dumps(run(args.url, args.token, args.memory_id, clients=args.clients,
-                                    writes=args.writes, seed=args.seed)) + "\n")
+                                    writes=args.writes, seed=args.seed, recall=queries))
+                     + "\n")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,14 @@ over loopback HTTP with keep-alive connections:
 Wall-clock rates depend on what else the machine runs, so the server's CPU time during the
 remember phase is read from ``/proc`` too (server CPU per write, all its threads).
 
+``--workers 1,2,4`` measures every HTTP figure against ``pal serve --workers N`` for each
+count, on the same store in the same run (``by_workers``), adding root recall from
+``--clients`` connections at once (``bench/http_load.py --recall``): throughput, p50/p99 under
+that load, server CPU per recall and the cores the server got (supervisor and every worker:
+on a shared machine, the ceiling of what more workers can give). ``recall_throughput_vs_first``
+is each count's concurrent-recall throughput over the first count's (target: 2 workers ≥ 1.5×
+one).
+
 Prints one JSON document. Numbers go to docs/benchmarks.md. The 1M-record in-process recall is
 ``bench/service_inprocess.py`` (the service core's benchmark).
 """
@@ -88,17 +96,20 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve(data_dir: Path, database: str | None = None
-           ) -> tuple[subprocess.Popen[bytes], str]:
+def _serve(data_dir: Path, workers: int = 1, database: str | None = None
+           ) -> tuple[subprocess.Popen[bytes], str, list[int]]:
+    """``pal serve --workers N`` on ``data_dir`` (and ``database``): the process, its URL, and
+    the processes whose CPU time is the server's (the supervisor and every worker)."""
     extra = ["--database", database] if database else []
     proc = subprocess.Popen(
         [sys.executable, "-m", "palimpsest.cli.main", "serve", "--data-dir", str(data_dir),
-         "--port", "0", "--json", *extra], stdout=subprocess.PIPE)
+         "--port", "0", "--json", "--workers", str(workers), *extra], stdout=subprocess.PIPE)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line:
         raise SystemExit("pal serve did not start")
-    return proc, json.loads(line)["url"]
+    announce = json.loads(line)
+    return proc, announce["url"], sorted({proc.pid, *announce["workers"]})
 
 
 def _latencies(client: httpx.Client, method: str, path: str, bodies: list[Any]) -> list[float]:
@@ -227,8 +238,95 @@ def _median(runs: list[dict[str, float]], key: str, digits: int) -> float | int:
     return round(middle, digits) if digits else round(middle)
 
 
+def _recall_rate(url: str, token: str, mid: str, queries: Path, *, clients: int,
+                 total: int) -> dict[str, float]:
+    """Recalls per second over ``clients`` keep-alive connections (``bench/http_load.py
+    --recall``), with the latency of each request under that load."""
+    out = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("http_load.py")), url, token, mid,
+         "--clients", str(clients), "--writes", str(total), "--recall", str(queries)],
+        check=True, capture_output=True, text=True)
+    result = json.loads(out.stdout)
+    return {"per_s": result["writes"] / result["seconds"], "requests": result["writes"],
+            "p50_ms": result["p50_ms"], "p99_ms": result["p99_ms"]}
+
+
+def _server_cpu(pids: list[int]) -> float:
+    return sum(_cpu_seconds(p) for p in pids)
+
+
+def _phase(data_dir: Path, token: str, workers: int, root: str, leaves: list[str],  # noqa: PLR0917
+           qs: list[str], *, clients: int, n_writes: int, repeats: int,
+           database: str | None = None) -> dict[str, Any]:
+    """Everything measured over HTTP against one ``pal serve --workers N``."""
+    proc, url, pids = _serve(data_dir, workers, database)
+    queries = data_dir.parent / "queries.json"
+    queries.write_text(json.dumps(qs))
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
+                          timeout=60) as client:
+            floor = _latencies(client, "GET", "/v1/uhp", [None] * len(qs))
+            bodies = [{"text": q, "limit": 8} for q in qs]
+            cpu0 = _server_cpu(pids)
+            root_lat = _latencies(client, "POST", f"/v1/memories/{root}/recall", bodies)
+            cpu1 = _server_cpu(pids)
+            leaf_lat = _latencies(client, "POST", f"/v1/memories/{leaves[0]}/recall", bodies)
+            cpu2 = _server_cpu(pids)
+        # Mean server CPU per recall (the 20 warm-up requests of each phase included).
+        root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
+        leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
+        _remember_rate(url, token, leaves[2], clients=2, total=100, seed=0)  # warm up
+        _recall_rate(url, token, root, queries, clients=clients, total=clients * 10)
+        runs: dict[int, list[dict[str, float]]] = {clients: [], 1: []}
+        recalls: list[dict[str, float]] = []
+        for rep in range(repeats):  # interleaved, so a burst of other load hits every kind
+            cpu0 = _server_cpu(pids)
+            one = _recall_rate(url, token, root, queries, clients=clients,
+                               total=max(len(qs), clients * 20))
+            used = _server_cpu(pids) - cpu0
+            one["server_cpu_ms"] = used * 1000 / one["requests"]
+            # cores the server got: on a shared machine the ceiling of its throughput
+            one["server_cores"] = used * one["per_s"] / one["requests"]
+            recalls.append(one)
+            for n_clients, total in ((clients, n_writes), (1, n_writes // 2)):
+                cpu0 = _server_cpu(pids)
+                one = _remember_rate(url, token, leaves[1 if n_clients > 1 else 2],
+                                     clients=n_clients, total=total, seed=1 + rep)
+                one["server_cpu_ms"] = (_server_cpu(pids) - cpu0) * 1000 / one["writes"]
+                runs[n_clients].append(one)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return {
+        "workers": workers,
+        "http_floor_get_uhp": _summary(floor),
+        "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
+        "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
+        # root recalls from --clients connections at once: throughput and latency under load
+        "recall_root_http_concurrent": {
+            "clients": clients, "per_s": _median(recalls, "per_s", 0),
+            "p50_ms": _median(recalls, "p50_ms", 2), "p99_ms": _median(recalls, "p99_ms", 2),
+            "server_cpu_ms": _median(recalls, "server_cpu_ms", 3),
+            "server_cores": _median(recalls, "server_cores", 2),
+            "runs": [round(r["per_s"]) for r in recalls]},
+        # Medians over --repeats runs (every run listed after). Server CPU per write: parsing,
+        # auth, validation, the facade, SQLite, all threads of every worker — independent of
+        # other load; the load generator's own CPU per write beside it.
+        "remember_http_per_s": _median(runs[clients], "per_s", 0),
+        "remember_http_clients": clients,
+        "remember_http_server_cpu_ms": _median(runs[clients], "server_cpu_ms", 3),
+        "remember_http_client_cpu_ms": _median(runs[clients], "client_cpu_ms", 3),
+        "remember_http_single_client_per_s": _median(runs[1], "per_s", 0),
+        "remember_http_single_client_server_cpu_ms": _median(runs[1], "server_cpu_ms", 3),
+        "remember_http_runs": {str(k): [{"per_s": round(r["per_s"]),
+                                         "server_cpu_ms": round(r["server_cpu_ms"], 3)}
+                                        for r in v] for k, v in runs.items()},
+        "load_average_1m": round(os.getloadavg()[0], 2),
+    }
+
+
 def run(size: int, n_queries: int, n_writes: int, clients: int,  # noqa: PLR0917
-        repeats: int, database: str | None = None) -> dict[str, Any]:
+        repeats: int, workers: list[int], database: str | None = None) -> dict[str, Any]:
     rng = random.Random(size)
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = Path(tmp) / "data"
@@ -242,55 +340,26 @@ def run(size: int, n_queries: int, n_writes: int, clients: int,  # noqa: PLR0917
         seeded = time.perf_counter() - t0
         svc.close()
         qs = INPROC.queries(rng, samples or ["w1 w2"], n_queries)
-        proc, url = _serve(data_dir, database)
-        try:
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"},
-                              timeout=60) as client:
-                floor = _latencies(client, "GET", "/v1/uhp", [None] * n_queries)
-                bodies = [{"text": q, "limit": 8} for q in qs]
-                cpu0 = _cpu_seconds(proc.pid)
-                root_lat = _latencies(client, "POST", f"/v1/memories/{root}/recall", bodies)
-                cpu1 = _cpu_seconds(proc.pid)
-                leaf_lat = _latencies(client, "POST", f"/v1/memories/{leaves[0]}/recall", bodies)
-                cpu2 = _cpu_seconds(proc.pid)
-            # Mean server CPU per recall (the 20 warm-up requests of each phase included).
-            root_cpu = (cpu1 - cpu0) * 1000 / (len(bodies) + 20)
-            leaf_cpu = (cpu2 - cpu1) * 1000 / (len(bodies) + 20)
-            _remember_rate(url, token, leaves[2], clients=2, total=100, seed=0)  # warm up
-            runs: dict[int, list[dict[str, float]]] = {clients: [], 1: []}
-            for rep in range(repeats):  # interleaved, so a burst of other load hits both
-                for n_clients, total in ((clients, n_writes), (1, n_writes // 2)):
-                    cpu0 = _cpu_seconds(proc.pid)
-                    one = _remember_rate(url, token, leaves[1 if n_clients > 1 else 2],
-                                         clients=n_clients, total=total, seed=1 + rep)
-                    one["server_cpu_ms"] = (_cpu_seconds(proc.pid) - cpu0) * 1000 / one["writes"]
-                    runs[n_clients].append(one)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=60)
+        phases = [_phase(data_dir, token, n, root, leaves, qs, clients=clients,
+                         n_writes=n_writes, repeats=repeats, database=database)
+                  for n in workers]
         with MemoryService(data_dir, database=database) as again:
             inproc_wall, inproc_cpu = INPROC.time_remember(again, again.caller(owner.id),
                                                            leaves[3], rng, n_writes)
             keyed_wall, keyed_cpu = _time_keyed(again, again.caller(owner.id), leaves[4], rng,
                                                 n_writes)
+    first = phases[0]
+    base = first["recall_root_http_concurrent"]["per_s"]
     return {
         "records": size, "memories": INPROC.MEMORIES + 1,
         "seed_records_per_s": round(size / seeded),
-        "http_floor_get_uhp": _summary(floor),
-        "recall_root_http": {**_summary(root_lat), "server_cpu_ms_mean": round(root_cpu, 2)},
-        "recall_leaf_http": {**_summary(leaf_lat), "server_cpu_ms_mean": round(leaf_cpu, 2)},
-        # Medians over --repeats runs (every run listed after). Server CPU per write: parsing,
-        # auth, validation, the facade, SQLite, all threads — independent of other load; the
-        # load generator's own CPU per write beside it.
-        "remember_http_per_s": _median(runs[clients], "per_s", 0),
-        "remember_http_clients": clients,
-        "remember_http_server_cpu_ms": _median(runs[clients], "server_cpu_ms", 3),
-        "remember_http_client_cpu_ms": _median(runs[clients], "client_cpu_ms", 3),
-        "remember_http_single_client_per_s": _median(runs[1], "per_s", 0),
-        "remember_http_single_client_server_cpu_ms": _median(runs[1], "server_cpu_ms", 3),
-        "remember_http_runs": {str(k): [{"per_s": round(r["per_s"]),
-                                         "server_cpu_ms": round(r["server_cpu_ms"], 3)}
-                                        for r in v] for k, v in runs.items()},
+        **{k: v for k, v in first.items() if k not in ("workers", "load_average_1m")},
+        # pal serve --workers N, every count on the same store in the same run; the first
+        # count's figures are also the ones above
+        "by_workers": phases,
+        "recall_throughput_vs_first": {str(p["workers"]): round(
+            p["recall_root_http_concurrent"]["per_s"] / base, 2) if base else None
+            for p in phases},
         "baseline_remember_inprocess_per_s": round(inproc_wall),
         "baseline_remember_inprocess_per_cpu_s": round(inproc_cpu),
         # the same with an Idempotency-Key per write, as every HTTP write here carries
@@ -372,7 +441,8 @@ def run_database(size: int, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`run` on a fresh PostgreSQL database of its own."""
     name, _, url = _database_for(args.database, size)
     try:
-        return run(size, args.queries, args.writes, args.clients, args.repeats, url)
+        return run(size, args.queries, args.writes, args.clients, args.repeats,
+                   [int(w) for w in args.workers.split(",")], url)
     finally:
         _drop(args.database, name)
 
@@ -383,7 +453,10 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--writes", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--repeats", type=int, default=3, help="remember runs (median kept)")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="remember and concurrent recall runs (median kept)")
+    parser.add_argument("--workers", default="1",
+                        help="pal serve --workers counts to measure, e.g. 1,2,4 (same store)")
     parser.add_argument("--storage-records", type=int, default=5000,
                         help="records written through remember for the storage figure")
     parser.add_argument("--storage-only", action="store_true",
@@ -395,9 +468,11 @@ def main() -> None:
     storage = None if args.database else storage_per_record(args.storage_records)
     results = [] if args.storage_only else [
         run_database(int(s), args) if args.database else
-        run(int(s), args.queries, args.writes, args.clients, args.repeats)
+        run(int(s), args.queries, args.writes, args.clients, args.repeats,
+            [int(w) for w in args.workers.split(",")])
         for s in args.sizes.split(",")]
     print(json.dumps({"benchmark": "service_http", "target_remember_http_per_s": 500,
+                      "target_recall_throughput_2_workers_vs_1": 1.5,
                       "storage": storage, "results": results,
                       "load_average_1m": round(os.getloadavg()[0], 2)}, indent=2))
 

@@ -12,7 +12,11 @@ property below is shown across processes, not just across threads of one:
 - a credential revoked by ``pal admin`` (another process again) is refused by every worker on
   its very next request;
 - ``kill -9`` of one worker in the middle of writes loses no acknowledged write, the other
-  workers keep answering, and the supervisor starts a new worker.
+  workers keep answering, and the supervisor starts a new worker;
+- a writer held up by another process's writer past ``--write-wait`` gets 503 with
+  ``Retry-After`` on every worker, and its retry writes once.
+
+Every test runs on both stores (SQLite WAL and PostgreSQL), through the same fixture.
 """
 
 from __future__ import annotations
@@ -21,7 +25,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import ssl
 import threading
 import time
@@ -38,10 +41,15 @@ from palimpsest.service.memories import MemoryService
 from palimpsest.service.model import SHARED_MAIN
 from palimpsest.service.storage import open_store
 from tests.api.server import Server, err, ok, provision, start
+from tests.conftest import BOTH, Backend
+from tests.otherwriter import other_writer
+
+BACKENDS = BOTH
 
 WORKERS = 4
 PER_WORKER = 16  # concurrent writers on each worker
 WRITES = 5  # writes per writer
+WAIT = 1.5  # --write-wait of the shared server (a writer then gets 503 and sends it again)
 _WORKER = re.compile(r'^palimpsest_worker_info\{worker="(\d+)"\} 1\.0$', re.MULTILINE)
 MERGE_KEY = "m" * 40
 ENV = {"PAL_MERGE_HMAC_KEYS": f"k={MERGE_KEY}"}
@@ -91,10 +99,11 @@ def close_all(clients: dict[int, list[httpx.Client]]) -> None:
             client.close()
 
 
-def admin(data_dir: Path, *args: str) -> Any:
+def admin(backend: Backend, *args: str) -> Any:
     """``pal admin`` in the test process: not one of the server's processes."""
-    result = CliRunner().invoke(cli, ["admin", "--data-dir", str(data_dir), *args, "--json"],
-                                catch_exceptions=False)
+    store = ["--database", backend.database_url] if backend.database_url else []
+    result = CliRunner().invoke(cli, ["admin", "--data-dir", str(backend.data_dir), *store,
+                                      *args, "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
 
@@ -125,10 +134,10 @@ def every_record(client: httpx.Client, mid: str) -> list[dict[str, Any]]:
             return out
 
 
-def one_chain(data_dir: Path, mid: str) -> int:
+def one_chain(backend: Backend, mid: str) -> int:
     """Walk the memory's history in the store: every changeset has at most one parent and no
     two share one, and the head of refs/shared/main reaches all of them. Returns its length."""
-    store = open_store(data_dir)
+    store = open_store(backend.data_dir, database=backend.database_url)
     try:
         with store.read():
             changesets = list(store.changesets(mid))
@@ -152,13 +161,16 @@ def one_chain(data_dir: Path, mid: str) -> int:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    data_dir = tmp_path_factory.mktemp("workers") / "data"
-    made = provision(data_dir, [("alice", "human"), ("bob", "agent"), ("bot", "agent")])
-    server = start(data_dir, "--workers", str(WORKERS), env=ENV)
+def world(module_backend: Backend) -> Iterator[dict[str, Any]]:
+    backend = module_backend
+    made = provision(backend.data_dir, [("alice", "human"), ("bob", "agent"), ("bot", "agent")],
+                     database=backend.database_url)
+    # a short write wait: the busy test below waits it out once per worker
+    server = start(backend.data_dir, "--workers", str(WORKERS), "--write-wait", str(WAIT),
+                   *backend.serve_args(), env=ENV)
     try:
         assert len(server.announce["workers"]) == WORKERS
-        yield {"server": server, "data_dir": data_dir, **made}
+        yield {"server": server, "backend": backend, **made}
     finally:
         assert server.stop() == 0, server.stderr()
 
@@ -223,7 +235,7 @@ def test_history_of_the_shared_memory_is_one_chain(world: dict[str, Any]) -> Non
     mid, records = world["shared"]
     # the memory's writes are one chain of changesets, one per record (the memory's own
     # creation is not a changeset): read from the store while the workers still run
-    assert one_chain(world["data_dir"], mid) == records
+    assert one_chain(world["backend"], mid) == records
 
 
 def _proposal(world: dict[str, Any], alice: httpx.Client, bob: httpx.Client) -> tuple[str, Any]:
@@ -285,17 +297,16 @@ def test_a_revoked_credential_is_refused_by_every_worker_at_once(world: dict[str
     for group in clients.values():  # accepted (and cached) on every worker
         ok(group[0].get("/v1/memories"))
         ok(group[0].get("/v1/memories"))
-    creds = admin(world["data_dir"], "credential", "list", "--member", bot.id)
-    admin(world["data_dir"], "credential", "revoke", creds[0]["id"])
+    creds = admin(world["backend"], "credential", "list", "--member", bot.id)
+    admin(world["backend"], "credential", "revoke", creds[0]["id"])
     for group in clients.values():  # the very next request, on each process
         err(group[0].get("/v1/memories"), 401, "invalid_credential")
     close_all(clients)
 
 
-def test_kill_9_of_one_worker_loses_no_acknowledged_write(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    made = provision(data_dir, [])
-    server = start(data_dir, "--workers", str(WORKERS))
+def test_kill_9_of_one_worker_loses_no_acknowledged_write(backend: Backend) -> None:
+    made = provision(backend.data_dir, [], database=backend.database_url)
+    server = start(backend.data_dir, "--workers", str(WORKERS), *backend.serve_args())
     token = made["owner"].token
     try:
         with server.client(token) as owner:
@@ -329,7 +340,7 @@ def test_kill_9_of_one_worker_loses_no_acknowledged_write(tmp_path: Path) -> Non
                     acknowledged[key] = response.json()["id"]
                     if killed.is_set():
                         after_kill[worker] += 1
-                    if len(acknowledged) >= 150:
+                    if len(acknowledged) >= 80:
                         enough.set()
 
         threads = [threading.Thread(target=write, args=(w, s, c))
@@ -342,14 +353,14 @@ def test_kill_9_of_one_worker_loses_no_acknowledged_write(tmp_path: Path) -> Non
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # the others keep answering
             with lock:
-                if all(after_kill[w] >= 20 for w in clients if w != victim_index):
+                if all(after_kill[w] >= 5 for w in clients if w != victim_index):
                     break
             time.sleep(0.05)
         stop.set()
         for thread in threads:
             thread.join(timeout=60)
         close_all(clients)
-        assert all(after_kill[w] >= 20 for w in clients if w != victim_index), after_kill
+        assert all(after_kill[w] >= 5 for w in clients if w != victim_index), after_kill
         # the supervisor started a worker in the dead one's place, and it answers
         replacement = _replacement(server, victim)
         assert replacement is not None, server.stderr()
@@ -365,8 +376,8 @@ def test_kill_9_of_one_worker_loses_no_acknowledged_write(tmp_path: Path) -> Non
             assert by_id[rid] == [{"type": "text", "text": key}]
     finally:
         assert server.stop() == 0, server.stderr()
-    assert one_chain(data_dir, mid) == len(ids)
-    with MemoryService(data_dir) as svc:
+    assert one_chain(backend, mid) == len(ids)
+    with MemoryService(backend.data_dir, database=backend.database_url) as svc:
         assert svc.rebuild()["equal"] is True
 
 
@@ -384,35 +395,24 @@ def _replacement(server: Server, victim: int) -> int | None:
     return None
 
 
-def test_past_the_write_wait_every_worker_answers_503_with_retry_after(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
-    made = provision(data_dir, [])
-    server = start(data_dir, "--workers", "2", "--write-wait", "0.3")
-    token = made["owner"].token
-    try:
-        with server.client(token) as owner:
-            mid = ok(owner.post("/v1/memories", json={"name": "Busy"}))["id"]
-        clients = {w: c[0] for w, c in pinned_to(server, token, 2, 1).items()}
-        url = f"/v1/memories/{mid}/records"
-        db = sqlite3.connect(data_dir / "palimpsest.db", isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE")  # another process writing, past every worker's wait
-            for client in clients.values():
-                refused = client.post(url, json={"content": "later"},
-                                      headers={"Idempotency-Key": "k1"})
-                error = err(refused, 503, "memory_unavailable")
-                assert refused.headers["retry-after"] == "1"
-                assert "busy" in error["message"] and "locked" not in error["message"]
-                ok(client.get(url))  # reads do not wait for the writer
-            db.execute("ROLLBACK")
-        finally:
-            db.close()
-        answers = [ok(c.post(url, json={"content": "later"}, headers={"Idempotency-Key": "k1"}))
-                   for c in clients.values()]
-        assert answers[0] == answers[1]  # the retry wrote it once
-        with server.client(token) as reader:
-            assert len(every_record(reader, mid)) == 1
-        for client in clients.values():
-            client.close()
-    finally:
-        assert server.stop() == 0, server.stderr()
+def test_past_the_write_wait_every_worker_answers_503_with_retry_after(world: dict[str, Any]
+                                                                        ) -> None:
+    server, backend, token = world["server"], world["backend"], world["owner"].token
+    with server.client(token) as owner:
+        mid = ok(owner.post("/v1/memories", json={"name": "Busy"}))["id"]
+    clients = pinned(server, token, 1)
+    url = f"/v1/memories/{mid}/records"
+    with other_writer(backend, mid):  # another process writing, past every worker's wait
+        for group in clients.values():
+            refused = group[0].post(url, json={"content": "later"},
+                                    headers={"Idempotency-Key": "k1"})
+            error = err(refused, 503, "memory_unavailable")
+            assert refused.headers["retry-after"] == "1"
+            assert "busy" in error["message"] and "lock" not in error["message"]
+            ok(group[0].get(url))  # reads do not wait for the writer
+    answers = [ok(g[0].post(url, json={"content": "later"}, headers={"Idempotency-Key": "k1"}))
+               for g in clients.values()]
+    assert all(a == answers[0] for a in answers)  # the retries wrote it once
+    with server.client(token) as reader:
+        assert len(every_record(reader, mid)) == 1
+    close_all(clients)

@@ -242,6 +242,12 @@ class Core:
         digest = history.request_digest(operation, scope, request) if given else ""
         principal = f"member:{caller.member.id}"
         with self.store.write():
+            if given:
+                # The same key sent to two processes at once: the second waits here for the
+                # first to commit, then finds its answer (a replay), rather than both writing
+                # and the loser failing on the unique key (the memory's writers' lock, which
+                # the write takes anyway; on SQLite the file's write lock already is it).
+                self.store.lock_memory(scope)
             prior = self.store.replay(principal, scope, key) if given else None
             if check is not None and (check_replays or prior is None):
                 check()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from palimpsest.service.storage.backup import check_database, copy_database, named_files
 from palimpsest.service.storage.files import private_dir
-from palimpsest.service.storage.protocol import ImportTarget, Store
+from palimpsest.service.storage.protocol import WRITE_WAIT_SECONDS, ImportTarget, Store
 from palimpsest.service.storage.schema import SCHEMA_VERSION
-from palimpsest.service.storage.sqlite import WRITE_WAIT_SECONDS, SqliteStore
+from palimpsest.service.storage.sqlite import SqliteStore
 
 
 def open_store(data_dir: Path, *, durability: str = "normal",
@@ -30,7 +30,7 @@ def open_store(data_dir: Path, *, durability: str = "normal",
     if database:
         from palimpsest.service.storage.postgres import PostgresStore  # noqa: PLC0415 — psycopg loads only when used
 
-        return PostgresStore(data_dir, database)
+        return PostgresStore(data_dir, database, write_wait=write_wait)
     return SqliteStore(data_dir, durability=durability, write_wait=write_wait)
 
 

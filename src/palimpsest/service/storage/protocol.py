@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from palimpsest.service.model import (
     AuditEntry,
@@ -47,6 +47,11 @@ from palimpsest.service.model import (
     Signature,
 )
 from palimpsest.service.storage.rows import Edge, Hit, RecordHead, StoredFile, StoredVersion
+
+# How long a write waits for the writers of other processes (pal serve --workers, pal admin)
+# before it is refused with 503 and Retry-After (``model.store_busy``); nothing of a refused
+# write is kept. Every store takes it.
+WRITE_WAIT_SECONDS: Final = 5.0
 
 
 class Store(Protocol):
@@ -533,5 +538,5 @@ def proposal_key(key: str) -> str:
     return f"proposal {key}"
 
 
-__all__ = ["ImportTarget", "ReviewStore", "Store", "changeset_key", "hash_secret",
-           "proposal_key"]
+__all__ = ["WRITE_WAIT_SECONDS", "ImportTarget", "ReviewStore", "Store", "changeset_key",
+           "hash_secret", "proposal_key"]

@@ -40,6 +40,7 @@ from palimpsest.service.storage.audit import AUDIT_SCHEMA
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import private_dir, private_file
 from palimpsest.service.storage.memorygit import GitStore
+from palimpsest.service.storage.protocol import WRITE_WAIT_SECONDS
 from palimpsest.service.storage.schema import (
     RANK,
     SCHEMA,
@@ -52,9 +53,6 @@ from palimpsest.service.storage.schema import (
 from palimpsest.service.storage.tree import SqlRows
 
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
-# How long a write waits for the writers of other processes (pal serve --workers, pal admin)
-# before it is refused with 503 and Retry-After; nothing of a refused write is kept.
-WRITE_WAIT_SECONDS: Final = 5.0
 _FIRST_PAUSE: Final = 0.0005
 _MAX_PAUSE: Final = 0.004
 

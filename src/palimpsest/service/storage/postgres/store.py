@@ -35,17 +35,19 @@ from pathlib import Path
 from typing import Any, Final
 
 import psycopg
+import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service.model import MEMORY_UNAVAILABLE, unavailable
+from palimpsest.service.model import MEMORY_UNAVAILABLE, store_busy, unavailable
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import private_dir
 from palimpsest.service.storage.memorygit import GitStore
 from palimpsest.service.storage.postgres import schema
 from palimpsest.service.storage.postgres.dialect import PgConnection, row_factory
 from palimpsest.service.storage.postgres.search import SearchRows
+from palimpsest.service.storage.protocol import WRITE_WAIT_SECONDS
 
 # pg_advisory_xact_lock(class, key): the class names this service's memory locks.
 MEMORY_LOCK_CLASS: Final = 0x70616C  # "pal"
@@ -96,12 +98,17 @@ def migrate_schema(url: str) -> tuple[int, int]:
         raise unavailable(f"cannot migrate {redacted(url)}: {exc}") from exc
 
 
+# another process's writer held what this write needs past its wait: busy, retry
+_BUSY: Final = (psycopg.errors.LockNotAvailable, psycopg.errors.DeadlockDetected)
+
+
 class PostgresStore(SearchRows):
     """The store over one PostgreSQL database, file bytes in ``data_dir/files``."""
 
     _db: PgConnection
 
-    def __init__(self, data_dir: Path, url: str, *, pool_size: int = 4) -> None:
+    def __init__(self, data_dir: Path, url: str, *, pool_size: int = 4,
+                 write_wait: float = WRITE_WAIT_SECONDS) -> None:
         try:
             private_dir(data_dir)
             private_dir(data_dir / "files")
@@ -117,6 +124,7 @@ class PostgresStore(SearchRows):
             raise unavailable(f"cannot connect to {redacted(url)}: {exc}") from exc
         self._db = PgConnection(self._pool)
         self.lock = threading.RLock()
+        self._write_wait = write_wait
         self._in_tx = False
         self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
         self._writers = {}
@@ -179,6 +187,10 @@ class PostgresStore(SearchRows):
         conn = self._begun(begin)
         committed = False
         try:
+            if what == "write":
+                # A writer waits for another process's writer of the same memory (its
+                # advisory lock) or rows at most write_wait, then is refused as busy.
+                conn.execute(f"SET LOCAL lock_timeout = {int(self._write_wait * 1000)}")
             self._db.bind(conn)
             self._in_tx = True
             try:
@@ -186,6 +198,8 @@ class PostgresStore(SearchRows):
             except psycopg.Error as exc:
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("ROLLBACK")
+                if isinstance(exc, _BUSY):
+                    raise store_busy(self._write_wait) from exc
                 raise unavailable(f"the database could not complete the {what}: "
                                   f"{exc}") from exc
             except BaseException:
