@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 
 from tests.api.server import Server
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # no server error on any operation, on either store
 
 
 def _run(server: Server, token: str, report_dir: Path, *args: str) -> None:
