@@ -29,6 +29,9 @@ from typing import Any
 import pytest
 
 from tests.api.server import Server
+from tests.conftest import BOTH
+
+BACKENDS = BOTH  # no server error on any operation, on either store
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 STATEFUL = "ignored_auth,use_after_free,ensure_resource_availability,object_level_authorization"

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, Protocol
 
 from palimpsest.search.fts import CONTEXT_WEIGHT, FTS5_TOKENIZE
-from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory
+from palimpsest.service.model import ALL_PRIVILEGES, PRIVILEGES, Grant, Member, Memory, unavailable
 from palimpsest.service.storage.protocol import hash_secret
 from palimpsest.service.storage.rows import Hit
 
@@ -252,7 +252,7 @@ class Names(Statements):
         if name is None:
             row = self._one("SELECT name FROM names WHERE k=?", (k,))
             if row is None:
-                raise LookupError(f"names has no key {k}")
+                raise unavailable(f"the store is damaged: names has no key {k}")
             name = str(row["name"])
             if k not in self._pending.values():
                 self._names[k] = name

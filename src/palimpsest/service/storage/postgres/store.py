@@ -294,7 +294,7 @@ class PostgresStore(SearchRows):
             return made
         row = self._one("SELECT k FROM names WHERE name=?", (name,))
         if row is None:
-            raise LookupError(f"names lost the key of {name!r}")
+            raise unavailable(f"the store lost the names key of {name!r}")
         self._keys[name] = int(row["k"])
         return int(row["k"])
 
