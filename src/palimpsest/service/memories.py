@@ -577,17 +577,22 @@ class MemoryService:
         filter (:mod:`.provenance.trust`); by default, in a memory that requires review, an
         agent's write that no review admitted is left out (``"any"``: everything)."""
         _, receipts = split_include(include)
-        if provenance is None:
-            wanted: trust.TrustFilter | None = trust.TrustFilter(
-                unreviewed_agents=not self._review_gate().requires_review(memory_id, "agent"))
-        else:
-            wanted = trust.parse(provenance)
-        judge = self._judge(wanted)
+        judge = self._prime_judge(memory_id, provenance)
         answer = prime.prime(self._core, caller, memory_id, budget,
                              judge.admits if judge else None)
         if judge is not None:  # says which records it left out by their provenance
             answer[trust.FIELD] = judge.wanted.to_wire()
         return self._with_receipts(caller, answer, receipts)
+
+    def _prime_judge(self, memory_id: str, provenance: Any) -> trust.Judge | None:
+        """The provenance judge of a prime: the caller's filter, or by default, in a memory
+        that requires review, one that leaves out an agent's write no review admitted."""
+        if provenance is None:
+            wanted: trust.TrustFilter | None = trust.TrustFilter(
+                unreviewed_agents=not self._review_gate().requires_review(memory_id, "agent"))
+        else:
+            wanted = trust.parse(provenance)
+        return self._judge(wanted)
 
     def prime_preview(self, caller: Caller, memory_id: str, budget: int,
                       proposal_id: str) -> Wire:
@@ -597,7 +602,13 @@ class MemoryService:
         proposal-not-found (unknown, unseen or another memory's), proposal-closed."""
         self.get_memory(caller, memory_id)  # an unseen memory answers as for every route
         _, pending = dossier.pending(self._flow(), _principal(caller), proposal_id, memory_id)
-        return prime.preview(self._core, caller, memory_id, budget, pending)
+        judge = self._prime_judge(memory_id, None)  # what the agent's prime admits
+        answer = prime.preview(self._core, caller, memory_id, budget, pending,
+                               judge.admits if judge else None)
+        if judge is not None:
+            for block in ("now", "after"):
+                answer[block][trust.FIELD] = judge.wanted.to_wire()
+        return answer
 
     # --- review (what a reviewer reads; the flow itself is Memory Git's) ----------------------
     def review_queue(self, caller: Caller) -> list[tuple[Wire, list[Wire]]]:

@@ -168,23 +168,28 @@ def _standing_after(core: Core, memory_id: str, rows: Sequence[StoredVersion],
     return [rec for _, _, rec in sorted(placed, key=lambda t: t[:2])]
 
 
-def preview(core: Core, caller: Caller, memory_id: str, budget: Any,
-            pending: Sequence[Changeset]) -> Wire:
+def preview(core: Core, caller: Caller, memory_id: str, budget: Any,  # noqa: PLR0917
+            pending: Sequence[Changeset],
+            admit: Callable[[RecordVersion], bool] | None = None) -> Wire:
     """The prime now and as it would be once ``pending`` changesets were accepted into
     ``refs/shared/main`` (a merge that has not happened), computed without writing:
-    ``{object: "memory.prime_preview", memory_id, budget, now, after}``, each a prime."""
+    ``{object: "memory.prime_preview", memory_id, budget, now, after}``, each a prime.
+    ``admit`` filters as :func:`prime`'s does; a record the merge makes is admitted (the merge
+    is its review)."""
     budget = wire.integer(budget, "budget", lo=1, hi=1_000_000)
     with core.store.read():
         view, m = core.resolve(caller, memory_id, "read")
         rows = core.store.standing_rows(memory_id)
         kids = [view.tree.nodes[c] for c in view.readable_children(memory_id)]
-        now = [core.render(view, core.version(r)) for r in rows]
+        now = [core.render(view, v) for v in map(core.version, rows)
+               if admit is None or admit(v)]
         overlay = Overlay(core, memory_id)
         for cs in pending:
             for op in cs.ops:
                 overlay.apply(cs, op)
         after = [core.render(view, rec) for rec in _standing_after(core, memory_id, rows,
-                                                                   overlay)]
+                                                                   overlay)
+                 if admit is None or rec.id in overlay.made or admit(rec)]
     return {"object": "memory.prime_preview", "memory_id": memory_id, "budget": budget,
             "now": _block(m, kids, now, budget), "after": _block(m, kids, after, budget)}
 
