@@ -1,4 +1,4 @@
-"""Byte-for-byte interoperability with the upstream fixture (shared/interop/hn-memory-v0)."""
+"""Byte-for-byte interoperability with the upstream fixture (copied into tests/vectors)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from palimpsest import canonical
 from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service.model import MEMORY_UNAVAILABLE, store_busy, unavailable
+from palimpsest.service.model import store_busy, unavailable
 from palimpsest.service.storage.audit import AUDIT_SCHEMA
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import private_dir, private_file
@@ -50,18 +50,11 @@ from palimpsest.service.storage.schema import (
     hash_secret,
     load,
 )
-from palimpsest.service.storage.tree import SqlRows
+from palimpsest.service.storage.tree import SqlRows, StoreVersionError
 
 MMAP_SIZE: Final = 1 << 34  # SQLite clamps it to its compiled maximum
 _FIRST_PAUSE: Final = 0.0005
 _MAX_PAUSE: Final = 0.004
-
-
-class StoreVersionError(Unavailable):
-    """The data directory holds a store of another schema version."""
-
-    def __init__(self, message: str, *, hint: str) -> None:
-        super().__init__(message, code=MEMORY_UNAVAILABLE, hint=hint)
 
 
 class SqliteStore(SqlRows):
@@ -114,14 +107,7 @@ class SqliteStore(SqlRows):
             raise
         except (OSError, sqlite3.Error) as exc:
             raise unavailable(f"cannot open the store in {data_dir}: {exc}") from exc
-        self.lock = threading.RLock()
-        self._write_wait = write_wait
-        self._in_tx = False
-        self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
-        self._writers = {}
-        self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
-        self._review: GitStore | None = None
-        self._signer = None  # see changesets.ChangesetRows.set_signer
+        self._init_state(write_wait)
         self._peek: sqlite3.Connection | None = None  # see peek_principals_generation
         self._peek_lock = threading.Lock()
         self._db_path = data_dir / "palimpsest.db"
@@ -294,4 +280,4 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 
 
 
-__all__ = ["Hit", "SqliteStore", "hash_secret", "load"]
+__all__ = ["Hit", "SqliteStore", "StoreVersionError", "hash_secret", "load"]

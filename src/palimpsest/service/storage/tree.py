@@ -10,22 +10,45 @@ one database can say lives in that store's own class.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any, Final
 
 from palimpsest import canonical
-from palimpsest.errors import Conflict
-from palimpsest.service.model import CAS_MISMATCH, Grant, Memory, Ref
+from palimpsest.errors import Conflict, Unavailable
+from palimpsest.service.model import CAS_MISMATCH, MEMORY_UNAVAILABLE, Grant, Memory, Ref
 from palimpsest.service.storage.audit import AuditRows
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import FileRows
+from palimpsest.service.storage.memorygit import GitStore
 from palimpsest.service.storage.principals import PrincipalRows
 from palimpsest.service.storage.records import RecordRows
 from palimpsest.service.storage.schema import grant_of, load, memory_of, priv_text
 
 
+class StoreVersionError(Unavailable):
+    """The store holds a schema this version does not read (older: migrate it; newer: run
+    the version that wrote it)."""
+
+    def __init__(self, message: str, *, hint: str) -> None:
+        super().__init__(message, code=MEMORY_UNAVAILABLE, hint=hint)
+
+
 class SqlRows(PrincipalRows, FileRows, RecordRows, AuditRows):
     """Row helpers shared by every SQL store (see the module docs)."""
+
+    _review: GitStore | None
+
+    def _init_state(self, write_wait: float) -> None:
+        """The process-local state every SQL store keeps beside its connection."""
+        self.lock = threading.RLock()
+        self._write_wait = write_wait
+        self._in_tx = False
+        self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
+        self._writers = {}
+        self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
+        self._review = None
+        self._signer = None  # see changesets.ChangesetRows.set_signer
 
     # --- meta -----------------------------------------------------------------------------
     def tree_generation(self) -> int:

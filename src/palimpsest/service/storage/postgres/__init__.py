@@ -4,9 +4,9 @@ server database that several processes share; see :mod:`.store`."""
 from palimpsest.service.storage.postgres.schema import SCHEMA_VERSION
 from palimpsest.service.storage.postgres.store import (
     PostgresStore,
-    SchemaError,
+    StoreVersionError,
     migrate_schema,
     redacted,
 )
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "SchemaError", "migrate_schema", "redacted"]
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "StoreVersionError", "migrate_schema", "redacted"]

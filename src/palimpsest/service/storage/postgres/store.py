@@ -39,8 +39,8 @@ import psycopg.errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from palimpsest import canonical
-from palimpsest.errors import Conflict, Unavailable
-from palimpsest.service.model import MEMORY_UNAVAILABLE, store_busy, unavailable
+from palimpsest.errors import Conflict
+from palimpsest.service.model import store_busy, unavailable
 from palimpsest.service.storage.changesets import digest_key
 from palimpsest.service.storage.files import private_dir
 from palimpsest.service.storage.memorygit import GitStore
@@ -48,17 +48,11 @@ from palimpsest.service.storage.postgres import schema
 from palimpsest.service.storage.postgres.dialect import PgConnection, row_factory
 from palimpsest.service.storage.postgres.search import SearchRows
 from palimpsest.service.storage.protocol import WRITE_WAIT_SECONDS
+from palimpsest.service.storage.tree import StoreVersionError
 
 # pg_advisory_xact_lock(class, key): the class names this service's memory locks.
 MEMORY_LOCK_CLASS: Final = 0x70616C  # "pal"
 POOL_TIMEOUT: Final = 30.0  # seconds a transaction waits for a pooled connection
-
-
-class SchemaError(Unavailable):
-    """The database holds a schema this version does not read."""
-
-    def __init__(self, message: str, *, hint: str) -> None:
-        super().__init__(message, code=MEMORY_UNAVAILABLE, hint=hint)
 
 
 def redacted(url: str) -> str:
@@ -92,7 +86,7 @@ def migrate_schema(url: str) -> tuple[int, int]:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             return schema.migrate(conn)
     except ValueError as exc:
-        raise SchemaError(str(exc), hint="run a palimpsest version that knows this "
+        raise StoreVersionError(str(exc), hint="run a palimpsest version that knows this "
                           "schema") from exc
     except psycopg.Error as exc:
         raise unavailable(f"cannot migrate {redacted(url)}: {exc}") from exc
@@ -123,14 +117,7 @@ class PostgresStore(SearchRows):
         except (psycopg.Error, PoolTimeout) as exc:
             raise unavailable(f"cannot connect to {redacted(url)}: {exc}") from exc
         self._db = PgConnection(self._pool)
-        self.lock = threading.RLock()
-        self._write_wait = write_wait
-        self._in_tx = False
-        self._keys, self._names, self._pending = {}, {}, {}  # see schema.Names
-        self._writers = {}
-        self._seqs, self._new_seqs = {}, {}  # see changesets.ChangesetRows
-        self._review: GitStore | None = None
-        self._signer = None  # see changesets.ChangesetRows.set_signer
+        self._init_state(write_wait)
         self._pg_peek: psycopg.Connection[Any] | None = None
         self._pg_peek_lock = threading.Lock()
 
@@ -146,12 +133,12 @@ class PostgresStore(SearchRows):
         except psycopg.Error as exc:
             raise unavailable(f"cannot connect to {redacted(url)}: {exc}") from exc
         if found > schema.SCHEMA_VERSION:
-            raise SchemaError(
+            raise StoreVersionError(
                 f"{redacted(url)} has schema {found}; this version reads schema "
                 f"{schema.SCHEMA_VERSION}", hint="run the palimpsest version that wrote it, "
                 "or a newer one")
         if found < schema.SCHEMA_VERSION:
-            raise SchemaError(
+            raise StoreVersionError(
                 f"{redacted(url)} has schema {found}; this version reads schema "
                 f"{schema.SCHEMA_VERSION}", hint="bring it up to date with: pal admin "
                 "migrate-schema --database <url>")
@@ -336,4 +323,4 @@ class PostgresStore(SearchRows):
                     f"FROM {table})) WHERE id = 1")
 
 
-__all__ = ["PostgresStore", "SchemaError", "migrate_schema", "redacted"]
+__all__ = ["PostgresStore", "StoreVersionError", "migrate_schema", "redacted"]
